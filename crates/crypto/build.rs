@@ -1,0 +1,25 @@
+//! Builds the small C shim over intel-ipsec-mb's job API when the library's header is
+//! installed (Debian `libipsec-mb-dev`). Without it the crate still builds and the
+//! aws-lc-rs back-end serves alone.
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/ipsec_mb_shim.c");
+    println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
+    println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
+    let target_x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
+    let header = ["/usr/include/intel-ipsec-mb.h", "/usr/local/include/intel-ipsec-mb.h"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if !target_x86_64 || !header || std::env::var_os("ESPGW_NO_IPSEC_MB").is_some() {
+        println!("cargo:warning=intel-ipsec-mb not found: only the aws-lc-rs crypto back-end is built");
+        return;
+    }
+    cc::Build::new()
+        .file("csrc/ipsec_mb_shim.c")
+        .opt_level(3)
+        .warnings(true)
+        .compile("espgw_ipsec_mb_shim");
+    println!("cargo:rustc-link-lib=IPSec_MB");
+    println!("cargo:rustc-cfg=espgw_ipsec_mb");
+}

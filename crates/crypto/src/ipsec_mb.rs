@@ -1,0 +1,265 @@
+//! The x86-64 fast path: intel-ipsec-mb's job API, reached through `csrc/ipsec_mb_shim.c`.
+//!
+//! This module and the shim are the only places of the project where Rust calls C
+//! (besides the I/O back-ends): every `unsafe` block states why it is sound.
+//!
+//! An `IMB_MGR` holds mutable per-thread state (job queues), so each thread owns one,
+//! created on first use; keys (`gcm_key_data`) are read-only after precomputation and are
+//! shared by all threads.
+
+#[cfg(espgw_ipsec_mb)]
+pub use imp::IpsecMbProvider;
+
+#[cfg(not(espgw_ipsec_mb))]
+pub struct IpsecMbProvider;
+
+#[cfg(not(espgw_ipsec_mb))]
+impl IpsecMbProvider {
+    pub fn new() -> Result<Self, String> {
+        Err("espgw was built without intel-ipsec-mb (install libipsec-mb-dev and rebuild)".into())
+    }
+}
+
+#[cfg(espgw_ipsec_mb)]
+mod imp {
+    use std::cell::RefCell;
+    use std::ffi::{c_char, c_int, CStr};
+    use std::sync::Arc;
+
+    use zeroize::Zeroize;
+
+    use crate::ct::ct_eq;
+    use crate::{check_key, AeadAlgorithm, AeadKey, AeadOp, CryptoError, CryptoProvider};
+
+    /// Opaque `IMB_MGR`.
+    #[repr(C)]
+    struct ImbMgr {
+        _private: [u8; 0],
+    }
+
+    /// Mirrors `struct espgw_aead_op` in the shim.
+    #[repr(C)]
+    struct RawAeadOp {
+        text: *mut u8,
+        len: u64,
+        iv: *const u8,
+        aad: *const u8,
+        aad_len: u64,
+        tag: *mut u8,
+        tag_len: u64,
+        status: i64,
+    }
+
+    extern "C" {
+        fn espgw_mb_new() -> *mut ImbMgr;
+        fn espgw_mb_free(m: *mut ImbMgr);
+        fn espgw_mb_arch(m: *mut ImbMgr) -> *const c_char;
+        fn espgw_gcm_key_size() -> usize;
+        fn espgw_gcm_precompute(m: *mut ImbMgr, key_bytes: u32, key: *const u8, kd: *mut u8)
+            -> c_int;
+        fn espgw_gcm_burst(
+            m: *mut ImbMgr,
+            kd: *const u8,
+            key_bytes: u32,
+            encrypt: c_int,
+            ops: *mut RawAeadOp,
+            n: u32,
+        ) -> c_int;
+    }
+
+    /// A thread's manager; freed with the thread.
+    struct Mgr(*mut ImbMgr);
+
+    impl Drop for Mgr {
+        fn drop(&mut self) {
+            // SAFETY: the pointer came from espgw_mb_new, is non-null, and is freed once.
+            unsafe { espgw_mb_free(self.0) }
+        }
+    }
+
+    thread_local! {
+        static MGR: RefCell<Option<Mgr>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` with this thread's manager, creating it on first use.
+    fn with_mgr<R>(f: impl FnOnce(*mut ImbMgr) -> R) -> Option<R> {
+        MGR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                // SAFETY: espgw_mb_new has no preconditions; it returns NULL on failure.
+                let p = unsafe { espgw_mb_new() };
+                if p.is_null() {
+                    return None;
+                }
+                *slot = Some(Mgr(p));
+            }
+            slot.as_ref().map(|m| f(m.0))
+        })
+    }
+
+    pub struct IpsecMbProvider {
+        arch: String,
+    }
+
+    impl IpsecMbProvider {
+        pub fn new() -> Result<Self, String> {
+            with_mgr(|m| {
+                // SAFETY: m is a live manager; the shim returns a static C string.
+                let s = unsafe { CStr::from_ptr(espgw_mb_arch(m)) };
+                IpsecMbProvider { arch: s.to_string_lossy().into_owned() }
+            })
+            .ok_or_else(|| "intel-ipsec-mb could not initialise a manager on this CPU".into())
+        }
+    }
+
+    impl CryptoProvider for IpsecMbProvider {
+        fn name(&self) -> String {
+            format!("intel-ipsec-mb/{}", self.arch)
+        }
+
+        fn aead_key(
+            &self,
+            alg: AeadAlgorithm,
+            key: &[u8],
+            icv_len: usize,
+        ) -> Result<Arc<dyn AeadKey>, CryptoError> {
+            check_key(alg, key, icv_len)?;
+            // SAFETY: a pure function returning sizeof(struct gcm_key_data).
+            let size = unsafe { espgw_gcm_key_size() };
+            let mut data = vec![Block64([0; 64]); size.div_ceil(64)];
+            let rc = with_mgr(|m| {
+                // SAFETY: key points at key.len() readable bytes (16/24/32, checked above);
+                // data is 64-byte aligned and at least sizeof(gcm_key_data) long.
+                unsafe {
+                    espgw_gcm_precompute(m, key.len() as u32, key.as_ptr(), data.as_mut_ptr().cast())
+                }
+            })
+            .ok_or_else(|| CryptoError::Backend("no intel-ipsec-mb manager".into()))?;
+            if rc != 0 {
+                return Err(CryptoError::Backend("GCM key precomputation failed".into()));
+            }
+            Ok(Arc::new(MbGcmKey { alg, icv_len, data }))
+        }
+    }
+
+    /// 64-byte aligned storage: the library's AVX-512 code loads the key with aligned moves.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(64))]
+    struct Block64([u8; 64]);
+
+    struct MbGcmKey {
+        alg: AeadAlgorithm,
+        icv_len: usize,
+        data: Vec<Block64>,
+    }
+
+    impl Drop for MbGcmKey {
+        fn drop(&mut self) {
+            for b in &mut self.data {
+                b.0.zeroize();
+            }
+        }
+    }
+
+    /// Ops handed to the library per call; bursts larger than this are split.
+    const CHUNK: usize = 64;
+
+    impl MbGcmKey {
+        /// Runs ops through the job API. For `encrypt` the tag goes to the op's ICV bytes;
+        /// otherwise to `tags`, for the caller to compare.
+        /// Returns, per op, whether the library completed it.
+        fn run(&self, ops: &mut [AeadOp<'_>], encrypt: bool, tags: &mut [[u8; 16]]) -> [bool; CHUNK] {
+            let mut done = [false; CHUNK];
+            let mut index = [0usize; CHUNK];
+            let icv = self.icv_len;
+            let mut raw: [RawAeadOp; CHUNK] = std::array::from_fn(|_| RawAeadOp {
+                text: std::ptr::null_mut(),
+                len: 0,
+                iv: std::ptr::null(),
+                aad: std::ptr::null(),
+                aad_len: 0,
+                tag: std::ptr::null_mut(),
+                tag_len: 0,
+                status: -1,
+            });
+            let mut n = 0usize;
+            for (i, (op, tag)) in ops.iter_mut().zip(tags.iter_mut()).enumerate() {
+                let Some(text_len) = op.buf.len().checked_sub(icv) else { continue };
+                let base = op.buf.as_mut_ptr();
+                raw[n] = RawAeadOp {
+                    text: base,
+                    len: text_len as u64,
+                    iv: op.nonce.as_ptr(),
+                    aad: op.aad.as_ptr(),
+                    aad_len: u64::from(op.aad_len.min(12)),
+                    // The ICV lies right after the text inside the same buffer.
+                    tag: if encrypt { base.wrapping_add(text_len) } else { tag.as_mut_ptr() },
+                    tag_len: icv as u64,
+                    status: -1,
+                };
+                index[n] = i;
+                n += 1;
+            }
+            if n == 0 {
+                return done;
+            }
+            with_mgr(|m| {
+                // SAFETY: every raw op points into a distinct `op.buf` (exclusively borrowed
+                // through `ops`) or into `tags`, both alive until this call returns; lengths
+                // were derived from those slices; the key data is a live, precomputed
+                // gcm_key_data of the right size and alignment.
+                unsafe {
+                    espgw_gcm_burst(
+                        m,
+                        self.data.as_ptr().cast(),
+                        self.alg.key_len() as u32,
+                        c_int::from(encrypt),
+                        raw.as_mut_ptr(),
+                        n as u32,
+                    )
+                }
+            });
+            for (r, &i) in raw[..n].iter().zip(&index[..n]) {
+                done[i] = r.status == 0;
+            }
+            done
+        }
+    }
+
+    impl AeadKey for MbGcmKey {
+        fn algorithm(&self) -> AeadAlgorithm {
+            self.alg
+        }
+
+        fn icv_len(&self) -> usize {
+            self.icv_len
+        }
+
+        fn seal_burst(&self, ops: &mut [AeadOp<'_>]) {
+            let mut tags = [[0u8; 16]; CHUNK];
+            for chunk in ops.chunks_mut(CHUNK) {
+                self.run(chunk, true, &mut tags);
+            }
+        }
+
+        fn open_burst(&self, ops: &mut [AeadOp<'_>], ok: &mut [bool]) {
+            let icv = self.icv_len;
+            for (chunk, ok) in ops.chunks_mut(CHUNK).zip(ok.chunks_mut(CHUNK)) {
+                let mut tags = [[0u8; 16]; CHUNK];
+                let done = self.run(chunk, false, &mut tags);
+                for (i, (op, ok)) in chunk.iter_mut().zip(ok.iter_mut()).enumerate() {
+                    // A job the library did not complete never counts as authentic, whatever
+                    // its tag buffer holds.
+                    *ok = done[i]
+                        && match op.buf.len().checked_sub(icv) {
+                            Some(text_len) => ct_eq(&tags[i][..icv], &op.buf[text_len..]),
+                            None => false,
+                        };
+                    if !*ok {
+                        op.buf.fill(0);
+                    }
+                }
+            }
+        }
+    }
+}

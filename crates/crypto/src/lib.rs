@@ -1,0 +1,184 @@
+//! Crypto provider for espgw.
+//!
+//! One small trait, [`CryptoProvider`], makes keys; a key ([`AeadKey`]) seals or opens a
+//! whole burst of packets in one call, because per-call overhead dominates small packets.
+//! Two back-ends implement it:
+//! - [`ipsec_mb`]: intel-ipsec-mb's job API through a C shim (x86-64 fast path, what DPDK
+//!   and VPP use);
+//! - [`aws_lc`]: aws-lc-rs, portable, always built.
+//!
+//! [`default_provider`] picks the fastest one available on this machine.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod aws_lc;
+pub mod ct;
+pub mod ipsec_mb;
+
+use std::fmt;
+use std::sync::Arc;
+
+/// AEAD algorithms of the ESP data plane (RFC 4106 AES-GCM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AeadAlgorithm {
+    AesGcm128,
+    AesGcm192,
+    AesGcm256,
+}
+
+impl AeadAlgorithm {
+    /// AES key length in bytes (without the 4-byte salt).
+    pub const fn key_len(self) -> usize {
+        match self {
+            AeadAlgorithm::AesGcm128 => 16,
+            AeadAlgorithm::AesGcm192 => 24,
+            AeadAlgorithm::AesGcm256 => 32,
+        }
+    }
+
+    pub fn from_key_len(len: usize) -> Option<Self> {
+        match len {
+            16 => Some(AeadAlgorithm::AesGcm128),
+            24 => Some(AeadAlgorithm::AesGcm192),
+            32 => Some(AeadAlgorithm::AesGcm256),
+            _ => None,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            AeadAlgorithm::AesGcm128 => "aes-128-gcm",
+            AeadAlgorithm::AesGcm192 => "aes-192-gcm",
+            AeadAlgorithm::AesGcm256 => "aes-256-gcm",
+        }
+    }
+}
+
+impl fmt::Display for AeadAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a key could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CryptoError {
+    BadKeyLength { expected: usize, got: usize },
+    BadIcvLength(usize),
+    Backend(String),
+}
+
+impl fmt::Display for CryptoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CryptoError::BadKeyLength { expected, got } => {
+                write!(f, "key is {got} bytes, the algorithm needs {expected}")
+            }
+            CryptoError::BadIcvLength(n) => write!(f, "ICV length {n} not allowed (8, 12 or 16)"),
+            CryptoError::Backend(s) => write!(f, "crypto back-end: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for CryptoError {}
+
+/// One packet's AEAD operation, in place.
+///
+/// `buf` holds the text followed by the ICV: `buf[..len - icv]` is encrypted/decrypted and
+/// `buf[len - icv..]` receives (seal) or holds (open) the ICV.
+pub struct AeadOp<'a> {
+    pub nonce: [u8; 12],
+    pub aad: [u8; 12],
+    pub aad_len: u8,
+    pub buf: &'a mut [u8],
+}
+
+impl<'a> AeadOp<'a> {
+    pub fn aad(&self) -> &[u8] {
+        &self.aad[..usize::from(self.aad_len).min(12)]
+    }
+}
+
+/// A prepared key (expanded schedule, hash subkeys) for one SA and direction.
+/// Implementations zeroize their key material on drop.
+pub trait AeadKey: Send + Sync {
+    fn algorithm(&self) -> AeadAlgorithm;
+    fn icv_len(&self) -> usize;
+    /// Encrypts every op and writes its ICV. Ops shorter than the ICV are left as they are.
+    fn seal_burst(&self, ops: &mut [AeadOp<'_>]);
+    /// Decrypts every op and checks its ICV in constant time; `ok[i]` tells whether op `i`
+    /// was authentic. The text of an op that failed is zeroed, so unauthenticated plaintext
+    /// never leaves this call.
+    fn open_burst(&self, ops: &mut [AeadOp<'_>], ok: &mut [bool]);
+}
+
+/// A source of keys.
+pub trait CryptoProvider: Send + Sync {
+    /// Short name shown at start-up and in benchmark reports.
+    fn name(&self) -> String;
+    fn aead_key(
+        &self,
+        alg: AeadAlgorithm,
+        key: &[u8],
+        icv_len: usize,
+    ) -> Result<Arc<dyn AeadKey>, CryptoError>;
+}
+
+/// Checks the lengths every back-end requires.
+pub(crate) fn check_key(alg: AeadAlgorithm, key: &[u8], icv_len: usize) -> Result<(), CryptoError> {
+    if key.len() != alg.key_len() {
+        return Err(CryptoError::BadKeyLength { expected: alg.key_len(), got: key.len() });
+    }
+    if !matches!(icv_len, 8 | 12 | 16) {
+        return Err(CryptoError::BadIcvLength(icv_len));
+    }
+    Ok(())
+}
+
+/// Which back-end to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// The fastest available (intel-ipsec-mb when built and it initialises).
+    Auto,
+    IpsecMb,
+    AwsLc,
+}
+
+impl std::str::FromStr for ProviderChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(ProviderChoice::Auto),
+            "ipsec-mb" | "ipsec_mb" => Ok(ProviderChoice::IpsecMb),
+            "aws-lc" | "aws_lc" => Ok(ProviderChoice::AwsLc),
+            other => Err(format!("unknown crypto provider '{other}' (auto, ipsec-mb, aws-lc)")),
+        }
+    }
+}
+
+/// Returns the requested provider, or an error naming why it is not available.
+pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
+    match choice {
+        ProviderChoice::AwsLc => Ok(Arc::new(aws_lc::AwsLcProvider)),
+        ProviderChoice::IpsecMb => ipsec_mb::IpsecMbProvider::new()
+            .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
+        ProviderChoice::Auto => Ok(default_provider()),
+    }
+}
+
+/// The fastest provider available here.
+pub fn default_provider() -> Arc<dyn CryptoProvider> {
+    match ipsec_mb::IpsecMbProvider::new() {
+        Ok(p) => Arc::new(p),
+        Err(_) => Arc::new(aws_lc::AwsLcProvider),
+    }
+}
+
+/// Every provider that works on this machine (for known-answer tests and benchmarks).
+pub fn all_providers() -> Vec<Arc<dyn CryptoProvider>> {
+    let mut v: Vec<Arc<dyn CryptoProvider>> = Vec::new();
+    if let Ok(p) = ipsec_mb::IpsecMbProvider::new() {
+        v.push(Arc::new(p));
+    }
+    v.push(Arc::new(aws_lc::AwsLcProvider));
+    v
+}

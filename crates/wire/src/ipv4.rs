@@ -1,0 +1,242 @@
+//! IPv4 headers (RFC 791), options included.
+
+use std::net::Ipv4Addr;
+
+use crate::{be16, checksum, put16, Result, WireError};
+
+pub const MIN_HEADER_LEN: usize = 20;
+
+mod field {
+    pub const VER_IHL: usize = 0;
+    pub const TOS: usize = 1;
+    pub const TOTAL_LEN: usize = 2;
+    pub const IDENT: usize = 4;
+    pub const FLAGS_FRAG: usize = 6;
+    pub const TTL: usize = 8;
+    pub const PROTO: usize = 9;
+    pub const CHECKSUM: usize = 10;
+    pub const SRC: usize = 12;
+    pub const DST: usize = 16;
+}
+
+/// A checked view of an IPv4 packet. `new_checked` guarantees version 4, a header length
+/// of at least 20 bytes that fits, and a total length that fits the buffer (trailing bytes,
+/// such as Ethernet padding, are outside `packet()`).
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv4Packet<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        if b.len() < MIN_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if b[0] >> 4 != 4 {
+            return Err(WireError::Malformed);
+        }
+        let hl = usize::from(b[0] & 0x0f) * 4;
+        let total = usize::from(be16(b, field::TOTAL_LEN));
+        if hl < MIN_HEADER_LEN || total < hl {
+            return Err(WireError::Malformed);
+        }
+        if total > b.len() {
+            return Err(WireError::Truncated);
+        }
+        Ok(Ipv4Packet { buf })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
+    pub fn header_len(&self) -> usize {
+        usize::from(self.b()[0] & 0x0f) * 4
+    }
+    pub fn tos(&self) -> u8 {
+        self.b()[field::TOS]
+    }
+    pub fn dscp(&self) -> u8 {
+        self.tos() >> 2
+    }
+    pub fn ecn(&self) -> u8 {
+        self.tos() & 3
+    }
+    pub fn total_len(&self) -> usize {
+        usize::from(be16(self.b(), field::TOTAL_LEN))
+    }
+    pub fn ident(&self) -> u16 {
+        be16(self.b(), field::IDENT)
+    }
+    pub fn dont_fragment(&self) -> bool {
+        self.b()[field::FLAGS_FRAG] & 0x40 != 0
+    }
+    pub fn more_fragments(&self) -> bool {
+        self.b()[field::FLAGS_FRAG] & 0x20 != 0
+    }
+    /// Fragment offset in bytes.
+    pub fn frag_offset(&self) -> usize {
+        usize::from(be16(self.b(), field::FLAGS_FRAG) & 0x1fff) * 8
+    }
+    pub fn is_fragment(&self) -> bool {
+        self.more_fragments() || self.frag_offset() != 0
+    }
+    pub fn ttl(&self) -> u8 {
+        self.b()[field::TTL]
+    }
+    pub fn protocol(&self) -> u8 {
+        self.b()[field::PROTO]
+    }
+    pub fn checksum_field(&self) -> u16 {
+        be16(self.b(), field::CHECKSUM)
+    }
+    pub fn src(&self) -> Ipv4Addr {
+        let b = self.b();
+        Ipv4Addr::new(b[12], b[13], b[14], b[15])
+    }
+    pub fn dst(&self) -> Ipv4Addr {
+        let b = self.b();
+        Ipv4Addr::new(b[16], b[17], b[18], b[19])
+    }
+    pub fn verify_checksum(&self) -> bool {
+        checksum::checksum(&self.b()[..self.header_len()]) == 0
+    }
+    /// The whole packet, up to the total length.
+    pub fn packet(&self) -> &[u8] {
+        &self.b()[..self.total_len()]
+    }
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..self.total_len()]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buf.as_mut()
+    }
+    pub fn set_total_len(&mut self, len: u16) {
+        put16(self.bm(), field::TOTAL_LEN, len)
+    }
+    pub fn set_protocol(&mut self, p: u8) {
+        self.bm()[field::PROTO] = p;
+    }
+    pub fn set_tos(&mut self, tos: u8) {
+        self.bm()[field::TOS] = tos;
+    }
+    pub fn set_ttl(&mut self, ttl: u8) {
+        self.bm()[field::TTL] = ttl;
+    }
+    /// Recomputes the header checksum.
+    pub fn fill_checksum(&mut self) {
+        let hl = self.header_len();
+        put16(self.bm(), field::CHECKSUM, 0);
+        let c = checksum::checksum(&self.buf.as_ref()[..hl]);
+        put16(self.bm(), field::CHECKSUM, c);
+    }
+}
+
+/// Fields of a 20-byte IPv4 header (no options) to emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub protocol: u8,
+    pub tos: u8,
+    pub ttl: u8,
+    pub ident: u16,
+    pub dont_fragment: bool,
+    /// Payload length (total length minus 20).
+    pub payload_len: usize,
+}
+
+impl Ipv4Repr {
+    /// Writes the header, checksum included, into `out[..20]`.
+    pub fn emit(&self, out: &mut [u8]) -> Result<()> {
+        let total = u16::try_from(self.payload_len + MIN_HEADER_LEN).map_err(|_| WireError::Malformed)?;
+        let h = out.get_mut(..MIN_HEADER_LEN).ok_or(WireError::Truncated)?;
+        h[field::VER_IHL] = 0x45;
+        h[field::TOS] = self.tos;
+        h[field::TOTAL_LEN..field::TOTAL_LEN + 2].copy_from_slice(&total.to_be_bytes());
+        h[field::IDENT..field::IDENT + 2].copy_from_slice(&self.ident.to_be_bytes());
+        h[field::FLAGS_FRAG] = if self.dont_fragment { 0x40 } else { 0 };
+        h[field::FLAGS_FRAG + 1] = 0;
+        h[field::TTL] = self.ttl;
+        h[field::PROTO] = self.protocol;
+        h[field::CHECKSUM] = 0;
+        h[field::CHECKSUM + 1] = 0;
+        h[field::SRC..field::SRC + 4].copy_from_slice(&self.src.octets());
+        h[field::DST..field::DST + 4].copy_from_slice(&self.dst.octets());
+        let c = checksum::checksum(h);
+        h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
+        Ok(())
+    }
+}
+
+/// Sum of the IPv4 pseudo-header for TCP/UDP checksums.
+pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: usize) -> u32 {
+    let mut p = [0u8; 12];
+    p[0..4].copy_from_slice(&src.octets());
+    p[4..8].copy_from_slice(&dst.octets());
+    p[9] = proto;
+    p[10..12].copy_from_slice(&(len as u16).to_be_bytes());
+    checksum::sum(&p, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An ICMP echo request as scapy builds it: 192.0.2.1 -> 192.0.2.2, 84 bytes total.
+    const HDR: [u8; 20] = [
+        0x45, 0x00, 0x00, 0x54, 0x8b, 0x2d, 0x40, 0x00, 0x40, 0x01, 0x2b, 0x78, 0xc0, 0x00, 0x02,
+        0x01, 0xc0, 0x00, 0x02, 0x02,
+    ];
+
+    #[test]
+    fn parse_real_header() {
+        let mut pkt = HDR.to_vec();
+        pkt.resize(84, 0);
+        let p = Ipv4Packet::new_checked(&pkt[..]).unwrap();
+        assert_eq!(p.src(), Ipv4Addr::new(192, 0, 2, 1));
+        assert_eq!(p.dst(), Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(p.protocol(), 1);
+        assert!(p.dont_fragment());
+        assert_eq!(p.ttl(), 64);
+        assert_eq!(p.total_len(), 84);
+        assert!(p.verify_checksum());
+        assert_eq!(p.payload().len(), 64);
+    }
+
+    #[test]
+    fn emit_matches_real_header() {
+        let r = Ipv4Repr {
+            src: Ipv4Addr::new(192, 0, 2, 1),
+            dst: Ipv4Addr::new(192, 0, 2, 2),
+            protocol: 1,
+            tos: 0,
+            ttl: 64,
+            ident: 0x8b2d,
+            dont_fragment: true,
+            payload_len: 64,
+        };
+        let mut out = [0u8; 20];
+        r.emit(&mut out).unwrap();
+        assert_eq!(out, HDR);
+    }
+
+    #[test]
+    fn rejects_bad_lengths() {
+        let mut pkt = HDR.to_vec();
+        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Truncated);
+        pkt.resize(84, 0);
+        pkt[0] = 0x44; // IHL 4
+        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+        pkt[0] = 0x65; // version 6
+        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+        pkt[0] = 0x4f; // IHL 60 > total? total is 84, fine; but 60 <= 84
+        assert!(Ipv4Packet::new_checked(&pkt[..]).is_ok());
+        pkt[3] = 10; // total 10 < header
+        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+    }
+}

@@ -1,0 +1,371 @@
+//! The configuration model all three formats produce.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use espgw_crypto::AeadAlgorithm;
+use espgw_wire::ethernet::MacAddr;
+use zeroize::Zeroizing;
+
+use crate::ConfigError;
+
+/// Where an item was defined, for errors found after parsing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+}
+
+impl Location {
+    pub fn new(file: &str, line: usize) -> Self {
+        Location { file: file.to_string(), line }
+    }
+    pub fn error(&self, field: &str, msg: impl Into<String>) -> ConfigError {
+        ConfigError::new(&self.file, self.line, field, msg)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    In,
+    Out,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+        })
+    }
+}
+
+/// An address prefix (IPv4 or IPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+impl Prefix {
+    pub fn host(addr: IpAddr) -> Self {
+        Prefix { addr, len: if addr.is_ipv4() { 32 } else { 128 } }
+    }
+    pub fn any_v4() -> Self {
+        Prefix { addr: IpAddr::V4(0.into()), len: 0 }
+    }
+    pub fn any_v6() -> Self {
+        Prefix { addr: IpAddr::V6(0u128.into()), len: 0 }
+    }
+    pub fn is_ipv4(&self) -> bool {
+        self.addr.is_ipv4()
+    }
+    /// The address with host bits cleared, as a 128-bit number (IPv4 in the low 32 bits).
+    pub fn network_bits(&self) -> u128 {
+        let (v, width) = addr_bits(self.addr);
+        v & mask(width, self.len)
+    }
+    pub fn contains(&self, a: IpAddr) -> bool {
+        if a.is_ipv4() != self.is_ipv4() {
+            return false;
+        }
+        let (v, width) = addr_bits(a);
+        v & mask(width, self.len) == self.network_bits()
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+/// An address as a number and its width in bits.
+pub fn addr_bits(a: IpAddr) -> (u128, u8) {
+    match a {
+        IpAddr::V4(v) => (u128::from(u32::from(v)), 32),
+        IpAddr::V6(v) => (u128::from(v), 128),
+    }
+}
+
+/// The mask of a prefix of `len` bits in an address of `width` bits.
+pub fn mask(width: u8, len: u8) -> u128 {
+    let len = len.min(width);
+    if len == 0 {
+        return 0;
+    }
+    let all: u128 = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
+    // len >= 1 here, so the shift is at most 127.
+    let host = (1u128 << (width - len)) - 1;
+    all & !host
+}
+
+/// An inclusive range (ports, protocols).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Range<T> {
+    pub lo: T,
+    pub hi: T,
+}
+
+impl<T: PartialOrd + Copy> Range<T> {
+    pub fn new(lo: T, hi: T) -> Self {
+        Range { lo, hi }
+    }
+    pub fn contains(&self, v: T) -> bool {
+        self.lo <= v && v <= self.hi
+    }
+}
+
+pub const ANY_PORT: Range<u16> = Range { lo: 0, hi: 65535 };
+pub const ANY_PROTO: Range<u8> = Range { lo: 0, hi: 255 };
+
+/// ESP mode of an SA. Tunnel endpoints decide the outer family; the inner family may be
+/// either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Tunnel { local: IpAddr, remote: IpAddr },
+    Transport,
+}
+
+impl Mode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Tunnel { local, .. } if local.is_ipv4() => "ipv4-tunnel",
+            Mode::Tunnel { .. } => "ipv6-tunnel",
+            Mode::Transport => "transport",
+        }
+    }
+}
+
+/// UDP encapsulation for NAT traversal (RFC 3948).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpEncap {
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+impl Default for UdpEncap {
+    fn default() -> Self {
+        UdpEncap { src_port: 4500, dst_port: 4500 }
+    }
+}
+
+/// SA lifetimes; `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lifetime {
+    pub soft_packets: Option<u64>,
+    pub hard_packets: Option<u64>,
+    pub soft_bytes: Option<u64>,
+    pub hard_bytes: Option<u64>,
+}
+
+pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
+/// The largest replay window accepted (packets).
+pub const MAX_REPLAY_WINDOW: u32 = 65536;
+pub const DEFAULT_TTL: u8 = 64;
+
+/// One security association.
+#[derive(Debug, Clone)]
+pub struct SaConfig {
+    pub spi: u32,
+    pub direction: Direction,
+    pub mode: Mode,
+    pub aead: AeadAlgorithm,
+    /// The AES key, without the salt.
+    pub key: Zeroizing<Vec<u8>>,
+    /// The RFC 4106 salt (the last 4 bytes of the keying material).
+    pub salt: [u8; 4],
+    pub icv_len: usize,
+    pub esn: bool,
+    /// The first outbound sequence number is `initial_seq + 1` (DPDK's `esn N`).
+    pub initial_seq: u64,
+    /// Replay window in packets; 0 turns anti-replay off (inbound only).
+    pub replay_window: u32,
+    pub udp_encap: Option<UdpEncap>,
+    pub lifetime: Lifetime,
+    /// TTL / hop limit of the outer header (tunnel mode).
+    pub ttl: u8,
+    pub name: Option<String>,
+    pub loc: Location,
+}
+
+impl SaConfig {
+    /// A label for messages: the name, or the direction and SPI.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => format!("{} 0x{:08x}", self.direction, self.spi),
+        }
+    }
+}
+
+/// What a policy does with matching traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Protect with (outbound) or require (inbound) the SA of this SPI and direction.
+    Protect(u32),
+    Bypass,
+    Discard,
+}
+
+/// One SPD rule. Higher priority wins; among equal priorities the earlier rule wins.
+#[derive(Debug, Clone)]
+pub struct PolicyConfig {
+    pub direction: Direction,
+    pub priority: i64,
+    pub src: Prefix,
+    pub dst: Prefix,
+    pub proto: Range<u8>,
+    pub sport: Range<u16>,
+    pub dport: Range<u16>,
+    pub action: Action,
+    pub loc: Location,
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    pub dst: Prefix,
+    pub port: usize,
+    pub loc: Location,
+}
+
+/// The next-hop MAC address of a port (DPDK `neigh port N MAC`), optionally for one
+/// address only.
+#[derive(Debug, Clone)]
+pub struct NeighbourConfig {
+    pub port: usize,
+    pub ip: Option<IpAddr>,
+    pub mac: MacAddr,
+    pub loc: Location,
+}
+
+/// A gateway port.
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    pub name: String,
+    pub mac: MacAddr,
+    /// Linux interface to bind (used by the live gateway).
+    pub interface: Option<String>,
+    pub addresses: Vec<Prefix>,
+    pub loc: Location,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub ports: Vec<PortConfig>,
+    pub sas: Vec<SaConfig>,
+    pub policies: Vec<PolicyConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub neighbours: Vec<NeighbourConfig>,
+    /// Packets per burst through the pipeline.
+    pub burst: usize,
+}
+
+pub const DEFAULT_BURST: usize = 64;
+pub const MAX_BURST: usize = 256;
+
+/// The MAC address given to port `i` when the configuration names none (locally
+/// administered, so it never collides with a real NIC's).
+pub fn default_port_mac(i: usize) -> MacAddr {
+    [0x02, 0x00, 0x00, 0x00, 0x00, (i as u8).wrapping_add(1)]
+}
+
+/// Ports that formats without a port section imply (DPDK's `port N`): named `portN`.
+pub fn implied_port(i: usize) -> PortConfig {
+    PortConfig {
+        name: format!("port{i}"),
+        mac: default_port_mac(i),
+        interface: None,
+        addresses: Vec::new(),
+        loc: Location::default(),
+    }
+}
+
+impl Config {
+    pub fn sa(&self, dir: Direction, spi: u32) -> Option<&SaConfig> {
+        self.sas.iter().find(|s| s.direction == dir && s.spi == spi)
+    }
+
+    /// Adds implied ports up to `n` (for formats that name ports by number).
+    pub fn ensure_ports(&mut self, n: usize) {
+        while self.ports.len() < n {
+            let i = self.ports.len();
+            self.ports.push(implied_port(i));
+        }
+    }
+
+    /// Checks what no single line can: references, duplicates, families.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.burst == 0 || self.burst > MAX_BURST {
+            return Err(ConfigError::new("", 0, "burst", format!("must be 1..={MAX_BURST}")));
+        }
+        for (i, sa) in self.sas.iter().enumerate() {
+            if self.sas[..i].iter().any(|o| o.direction == sa.direction && o.spi == sa.spi) {
+                return Err(sa.loc.error("spi", format!("duplicate {} SA 0x{:x}", sa.direction, sa.spi)));
+            }
+            if sa.replay_window > MAX_REPLAY_WINDOW {
+                return Err(sa.loc.error(
+                    "replay_window",
+                    format!("{} exceeds the maximum of {MAX_REPLAY_WINDOW}", sa.replay_window),
+                ));
+            }
+            if let Mode::Tunnel { local, remote } = sa.mode {
+                if local.is_ipv4() != remote.is_ipv4() {
+                    return Err(sa.loc.error("mode", "tunnel endpoints of different families"));
+                }
+            }
+            if !sa.esn && sa.initial_seq >= u64::from(u32::MAX) {
+                return Err(sa.loc.error("esn", "initial sequence number exceeds 32 bits without ESN"));
+            }
+        }
+        for p in &self.policies {
+            if p.src.is_ipv4() != p.dst.is_ipv4() {
+                return Err(p.loc.error("dst", "source and destination of different families"));
+            }
+            if p.sport.lo > p.sport.hi || p.dport.lo > p.dport.hi || p.proto.lo > p.proto.hi {
+                return Err(p.loc.error("range", "low end above high end"));
+            }
+            if let Action::Protect(spi) = p.action {
+                if self.sa(p.direction, spi).is_none() {
+                    return Err(p.loc.error(
+                        "protect",
+                        format!("no {} SA with SPI {spi} (0x{spi:x})", p.direction),
+                    ));
+                }
+            }
+        }
+        for r in &self.routes {
+            if r.port >= self.ports.len() {
+                return Err(r.loc.error("port", format!("port {} does not exist", r.port)));
+            }
+        }
+        for n in &self.neighbours {
+            if n.port >= self.ports.len() {
+                return Err(n.loc.error("port", format!("port {} does not exist", n.port)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_contains() {
+        let p = Prefix { addr: "198.51.100.0".parse().unwrap(), len: 24 };
+        assert!(p.contains("198.51.100.77".parse().unwrap()));
+        assert!(!p.contains("198.51.101.1".parse().unwrap()));
+        assert!(!p.contains("2001:db8::1".parse().unwrap()));
+        let any = Prefix::any_v6();
+        assert!(any.contains("2001:db8::1".parse().unwrap()));
+        let h = Prefix::host("2001:db8::1".parse().unwrap());
+        assert!(h.contains("2001:db8::1".parse().unwrap()));
+        assert!(!h.contains("2001:db8::2".parse().unwrap()));
+        assert_eq!(mask(32, 24), 0xffff_ff00);
+        assert_eq!(mask(128, 128), u128::MAX);
+        assert_eq!(mask(128, 1), 1u128 << 127);
+    }
+}

@@ -1,0 +1,407 @@
+//! espgw's own configuration format (TOML), the one the README documents.
+//!
+//! Every table and key is checked; unknown keys are errors (a typo must not silently
+//! change what a gateway does). Errors carry the line of the offending key.
+
+use std::ops::Range as ByteRange;
+
+use espgw_crypto::AeadAlgorithm;
+use espgw_wire::ethernet::parse_mac;
+use serde::Deserialize;
+use toml::Spanned;
+use zeroize::Zeroizing;
+
+use crate::model::*;
+use crate::secgw::split_salt;
+use crate::text::*;
+use crate::ConfigError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    burst: Option<Spanned<i64>>,
+    #[serde(default)]
+    port: Vec<Spanned<RawPort>>,
+    #[serde(default)]
+    sa: Vec<Spanned<RawSa>>,
+    #[serde(default)]
+    policy: Vec<Spanned<RawPolicy>>,
+    #[serde(default)]
+    route: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    neighbour: Vec<Spanned<RawNeighbour>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    name: Spanned<String>,
+    mac: Option<Spanned<String>>,
+    interface: Option<String>,
+    #[serde(default)]
+    addresses: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum StrOrInt {
+    Int(i64),
+    Str(String),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum UdpEncapRaw {
+    Flag(bool),
+    Ports { sport: Option<u16>, dport: Option<u16> },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLifetime {
+    soft_packets: Option<u64>,
+    hard_packets: Option<u64>,
+    soft_bytes: Option<u64>,
+    hard_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSa {
+    name: Option<String>,
+    direction: Spanned<String>,
+    spi: Spanned<i64>,
+    mode: Spanned<String>,
+    local: Option<Spanned<String>>,
+    remote: Option<Spanned<String>>,
+    aead: Spanned<String>,
+    key: Spanned<String>,
+    icv: Option<Spanned<i64>>,
+    #[serde(default)]
+    esn: bool,
+    initial_seq: Option<u64>,
+    replay_window: Option<Spanned<i64>>,
+    udp_encap: Option<Spanned<UdpEncapRaw>>,
+    ttl: Option<Spanned<i64>>,
+    lifetime: Option<RawLifetime>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    direction: Spanned<String>,
+    priority: Option<i64>,
+    src: Option<Spanned<String>>,
+    dst: Option<Spanned<String>>,
+    proto: Option<Spanned<StrOrInt>>,
+    sport: Option<Spanned<StrOrInt>>,
+    dport: Option<Spanned<StrOrInt>>,
+    action: Spanned<String>,
+    sa: Option<Spanned<StrOrInt>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    dst: Spanned<String>,
+    port: Spanned<StrOrInt>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbour {
+    port: Spanned<StrOrInt>,
+    mac: Spanned<String>,
+    ip: Option<Spanned<String>>,
+}
+
+/// Maps byte offsets to 1-based line numbers.
+struct Lines<'a> {
+    file: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &str, file: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Lines { file, starts }
+    }
+    fn line(&self, span: &ByteRange<usize>) -> usize {
+        self.starts.partition_point(|&s| s <= span.start)
+    }
+    fn err<T>(&self, v: &Spanned<T>, field: &str, m: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.file, self.line(&v.span()), field, m)
+    }
+    fn loc<T>(&self, v: &Spanned<T>) -> Location {
+        Location::new(self.file, self.line(&v.span()))
+    }
+}
+
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    let lines = Lines::new(text, file);
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let (line, field) = match e.span() {
+            Some(sp) => {
+                let f: String = text.get(sp.clone()).unwrap_or("").chars().take(40).collect();
+                (lines.line(&sp), f.trim().to_string())
+            }
+            None => (0, String::new()),
+        };
+        let msg = e.message().to_string();
+        ConfigError::new(file, line, if field.is_empty() { "syntax" } else { &field }, msg)
+    })?;
+    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    if let Some(b) = &raw.burst {
+        cfg.burst = usize::try_from(*b.get_ref())
+            .ok()
+            .filter(|&b| (1..=MAX_BURST).contains(&b))
+            .ok_or_else(|| lines.err(b, "burst", format!("must be 1..={MAX_BURST}")))?;
+    }
+    for (i, p) in raw.port.iter().enumerate() {
+        let loc = lines.loc(p);
+        let p = p.get_ref();
+        let mac = match &p.mac {
+            Some(m) => parse_mac(m.get_ref()).ok_or_else(|| lines.err(m, "mac", format!("'{}' is not a MAC address", m.get_ref())))?,
+            None => default_port_mac(i),
+        };
+        let mut addresses = Vec::new();
+        for a in &p.addresses {
+            addresses.push(parse_prefix(a.get_ref()).map_err(|m| lines.err(a, "addresses", m))?);
+        }
+        if cfg.ports.iter().any(|q| q.name == *p.name.get_ref()) {
+            return Err(lines.err(&p.name, "name", format!("duplicate port '{}'", p.name.get_ref())));
+        }
+        cfg.ports.push(PortConfig { name: p.name.get_ref().clone(), mac, interface: p.interface.clone(), addresses, loc });
+    }
+    for s in &raw.sa {
+        cfg.sas.push(convert_sa(&lines, s)?);
+    }
+    for p in &raw.policy {
+        let pol = convert_policy(&lines, p, &cfg)?;
+        cfg.policies.push(pol);
+    }
+    for r in &raw.route {
+        let loc = lines.loc(r);
+        let r = r.get_ref();
+        let dst = parse_prefix(r.dst.get_ref()).map_err(|m| lines.err(&r.dst, "dst", m))?;
+        let port = port_index(&lines, &r.port, &mut cfg)?;
+        cfg.routes.push(RouteConfig { dst, port, loc });
+    }
+    for n in &raw.neighbour {
+        let loc = lines.loc(n);
+        let n = n.get_ref();
+        let port = port_index(&lines, &n.port, &mut cfg)?;
+        let mac = parse_mac(n.mac.get_ref()).ok_or_else(|| lines.err(&n.mac, "mac", format!("'{}' is not a MAC address", n.mac.get_ref())))?;
+        let ip = match &n.ip {
+            Some(i) => Some(parse_addr(i.get_ref()).map_err(|m| lines.err(i, "ip", m))?),
+            None => None,
+        };
+        cfg.neighbours.push(NeighbourConfig { port, ip, mac, loc });
+    }
+    Ok(cfg)
+}
+
+/// A port by name, or by number (ports up to that number are implied when no port table
+/// is given, as in ipsec-secgw).
+fn port_index(lines: &Lines<'_>, v: &Spanned<StrOrInt>, cfg: &mut Config) -> Result<usize, ConfigError> {
+    match v.get_ref() {
+        StrOrInt::Str(name) => cfg
+            .ports
+            .iter()
+            .position(|p| p.name == *name)
+            .ok_or_else(|| lines.err(v, "port", format!("no port named '{name}'"))),
+        StrOrInt::Int(n) => {
+            let n = usize::try_from(*n).ok().filter(|&n| n < 64).ok_or_else(|| lines.err(v, "port", "port number must be 0..63"))?;
+            cfg.ensure_ports(n + 1);
+            Ok(n)
+        }
+    }
+}
+
+fn direction(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Direction, ConfigError> {
+    match v.get_ref().as_str() {
+        "in" | "inbound" => Ok(Direction::In),
+        "out" | "outbound" => Ok(Direction::Out),
+        o => Err(lines.err(v, "direction", format!("'{o}' is not in or out"))),
+    }
+}
+
+fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigError> {
+    let loc = lines.loc(s);
+    let s = s.get_ref();
+    let dir = direction(lines, &s.direction)?;
+    let spi = u32::try_from(*s.spi.get_ref()).map_err(|_| lines.err(&s.spi, "spi", "must fit in 32 bits"))?;
+    let aead = match s.aead.get_ref().as_str() {
+        "aes-128-gcm" => AeadAlgorithm::AesGcm128,
+        "aes-192-gcm" => AeadAlgorithm::AesGcm192,
+        "aes-256-gcm" => AeadAlgorithm::AesGcm256,
+        o => return Err(lines.err(&s.aead, "aead", format!("'{o}' is not supported (aes-128-gcm, aes-192-gcm, aes-256-gcm)"))),
+    };
+    let material = Zeroizing::new(parse_key(s.key.get_ref()).map_err(|m| lines.err(&s.key, "key", m))?);
+    let (key, salt) = split_salt(aead, &material).map_err(|m| lines.err(&s.key, "key", m))?;
+    let addr = |v: &Option<Spanned<String>>, field: &str| -> Result<std::net::IpAddr, ConfigError> {
+        match v {
+            Some(a) => parse_addr(a.get_ref()).map_err(|m| lines.err(a, field, m)),
+            None => Err(lines.err(&s.mode, field, format!("{} needs {field}", s.mode.get_ref()))),
+        }
+    };
+    let mode = match s.mode.get_ref().as_str() {
+        "transport" => Mode::Transport,
+        m @ ("ipv4-tunnel" | "ipv6-tunnel") => {
+            let (local, remote) = (addr(&s.local, "local")?, addr(&s.remote, "remote")?);
+            if local.is_ipv4() != (m == "ipv4-tunnel") || remote.is_ipv4() != local.is_ipv4() {
+                return Err(lines.err(&s.mode, "mode", format!("{m} endpoints must both be {}", if m == "ipv4-tunnel" { "IPv4" } else { "IPv6" })));
+            }
+            Mode::Tunnel { local, remote }
+        }
+        o => return Err(lines.err(&s.mode, "mode", format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"))),
+    };
+    let icv_len = match &s.icv {
+        None => 16,
+        Some(v) => match v.get_ref() {
+            8 | 12 | 16 => *v.get_ref() as usize,
+            n => return Err(lines.err(v, "icv", format!("{n} is not an allowed ICV length (8, 12, 16)"))),
+        },
+    };
+    let replay_window = match &s.replay_window {
+        None => DEFAULT_REPLAY_WINDOW,
+        Some(v) => u32::try_from(*v.get_ref())
+            .ok()
+            .filter(|&w| w <= MAX_REPLAY_WINDOW)
+            .ok_or_else(|| lines.err(v, "replay_window", format!("must be 0..={MAX_REPLAY_WINDOW}")))?,
+    };
+    let udp_encap = match s.udp_encap.as_ref().map(|u| u.get_ref()) {
+        None | Some(UdpEncapRaw::Flag(false)) => None,
+        Some(UdpEncapRaw::Flag(true)) => Some(UdpEncap::default()),
+        Some(UdpEncapRaw::Ports { sport, dport }) => Some(UdpEncap { src_port: sport.unwrap_or(4500), dst_port: dport.unwrap_or(4500) }),
+    };
+    let ttl = match &s.ttl {
+        None => DEFAULT_TTL,
+        Some(v) => u8::try_from(*v.get_ref()).ok().filter(|&t| t > 0).ok_or_else(|| lines.err(v, "ttl", "must be 1..=255"))?,
+    };
+    let l = s.lifetime.as_ref();
+    let lifetime = Lifetime {
+        soft_packets: l.and_then(|l| l.soft_packets),
+        hard_packets: l.and_then(|l| l.hard_packets),
+        soft_bytes: l.and_then(|l| l.soft_bytes),
+        hard_bytes: l.and_then(|l| l.hard_bytes),
+    };
+    Ok(SaConfig {
+        spi,
+        direction: dir,
+        mode,
+        aead,
+        key: Zeroizing::new(key),
+        salt,
+        icv_len,
+        esn: s.esn,
+        initial_seq: s.initial_seq.unwrap_or(0),
+        replay_window,
+        udp_encap,
+        lifetime,
+        ttl,
+        name: s.name.clone(),
+        loc,
+    })
+}
+
+fn convert_policy(lines: &Lines<'_>, p: &Spanned<RawPolicy>, cfg: &Config) -> Result<PolicyConfig, ConfigError> {
+    let loc = lines.loc(p);
+    let whole = p;
+    let p = p.get_ref();
+    let dir = direction(lines, &p.direction)?;
+    let pfx = |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Prefix>, ConfigError> {
+        v.as_ref().map(|s| parse_prefix(s.get_ref()).map_err(|m| lines.err(s, field, m))).transpose()
+    };
+    let src = pfx(&p.src, "src")?;
+    let dst = pfx(&p.dst, "dst")?;
+    let (src, dst) = match (src, dst) {
+        (Some(s), Some(d)) => (s, d),
+        (Some(s), None) => (s, if s.is_ipv4() { Prefix::any_v4() } else { Prefix::any_v6() }),
+        (None, Some(d)) => (if d.is_ipv4() { Prefix::any_v4() } else { Prefix::any_v6() }, d),
+        (None, None) => return Err(lines.err(whole, "dst", "a policy needs src or dst (use 0.0.0.0/0 or ::/0 for any)")),
+    };
+    if src.is_ipv4() != dst.is_ipv4() {
+        return Err(lines.err(whole, "dst", "src and dst of different families"));
+    }
+    let proto = match &p.proto {
+        None => ANY_PROTO,
+        Some(v) => match v.get_ref() {
+            StrOrInt::Str(s) if s == "any" => ANY_PROTO,
+            StrOrInt::Str(s) => {
+                let n = parse_proto_name(s).ok_or_else(|| lines.err(v, "proto", format!("unknown protocol '{s}'")))?;
+                Range::new(n, n)
+            }
+            StrOrInt::Int(n) => {
+                let n = u8::try_from(*n).map_err(|_| lines.err(v, "proto", "must be 0..=255"))?;
+                Range::new(n, n)
+            }
+        },
+    };
+    let ports = |v: &Option<Spanned<StrOrInt>>, field: &str| -> Result<Range<u16>, ConfigError> {
+        match v {
+            None => Ok(ANY_PORT),
+            Some(s) => match s.get_ref() {
+                StrOrInt::Str(t) if t == "any" => Ok(ANY_PORT),
+                StrOrInt::Str(t) => parse_range_u16(t).map_err(|m| lines.err(s, field, m)),
+                StrOrInt::Int(n) => {
+                    let n = u16::try_from(*n).map_err(|_| lines.err(s, field, "must be 0..=65535"))?;
+                    Ok(Range::new(n, n))
+                }
+            },
+        }
+    };
+    let sport = ports(&p.sport, "sport")?;
+    let dport = ports(&p.dport, "dport")?;
+    let action = match p.action.get_ref().as_str() {
+        "protect" => {
+            let sa = p.sa.as_ref().ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
+            let found = match sa.get_ref() {
+                StrOrInt::Str(name) => cfg.sas.iter().find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
+                StrOrInt::Int(spi) => cfg.sas.iter().find(|s| s.direction == dir && i64::from(s.spi) == *spi),
+            };
+            let found = found.ok_or_else(|| lines.err(sa, "sa", format!("no {dir} SA with that name or SPI")))?;
+            Action::Protect(found.spi)
+        }
+        "bypass" => Action::Bypass,
+        "discard" => Action::Discard,
+        o => return Err(lines.err(&p.action, "action", format!("'{o}' is not protect, bypass or discard"))),
+    };
+    Ok(PolicyConfig { direction: dir, priority: p.priority.unwrap_or(0), src, dst, proto, sport, dport, action, loc })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_configs_parse() {
+        for (t, name) in [(crate::DEFAULT_CONFIG, "default"), (crate::DEFAULT_PEER_CONFIG, "peer")] {
+            let c = crate::parse(t, name, None).unwrap();
+            assert_eq!(c.ports.len(), 2);
+            assert_eq!(c.sas.len(), 2);
+            assert!(c.policies.len() >= 2);
+        }
+    }
+
+    fn err(t: &str) -> ConfigError {
+        crate::parse(t, "gw.toml", Some(crate::Format::Native)).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let base = "[[sa]]\ndirection = \"out\"\nspi = 1\nmode = \"transport\"\naead = \"aes-128-gcm\"\n";
+        let e = err(&format!("{base}key = \"0x0011\"\n"));
+        assert_eq!((e.line, e.field.as_str()), (6, "key"), "{e}");
+        let e = err(&format!("{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nicv = 10\n"));
+        assert_eq!((e.line, e.field.as_str()), (7, "icv"), "{e}");
+        let e = err(&format!("{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nreplay_windw = 10\n"));
+        assert_eq!((e.line, e.field.as_str()), (7, "replay_windw"), "{e}");
+        assert!(e.message.contains("unknown field"), "{e}");
+        let e = err("[[policy]]\ndirection = \"out\"\ndst = \"10.0.0.0/8\"\naction = \"protect\"\nsa = 5\n");
+        assert_eq!((e.line, e.field.as_str()), (5, "sa"), "{e}");
+        let e = err("[[route]]\ndst = \"10.0.0.0/8\"\nport = \"north\"\n");
+        assert_eq!((e.line, e.field.as_str()), (3, "port"), "{e}");
+    }
+}

@@ -1,0 +1,453 @@
+//! DPDK ipsec-secgw configuration lines (`sp`, `sa`, `rt`, `neigh`), accepted as they are.
+//!
+//! ```text
+//! sp ipv4 out esp protect 5 pri 1 dst 192.168.105.0/24 sport 0:65535 dport 0:65535
+//! sa out 5 aead_algo aes-128-gcm aead_key de:ad:...:ca:fe mode ipv4-tunnel \
+//!     src 172.16.1.5 dst 172.16.2.5
+//! rt ipv4 dst 172.16.2.5/32 port 0
+//! neigh port 0 d0:43:1e:12:34:56
+//! ```
+//!
+//! A trailing `\` continues a line. Beside ipsec-secgw's own keywords, an `sa` line takes
+//! espgw's `replay_window N`, `icv N`, `ttl N`, `udp_sport N`/`udp_dport N` and
+//! `lifetime_{soft,hard}_{packets,bytes} N`.
+
+use espgw_crypto::AeadAlgorithm;
+use espgw_wire::ethernet::parse_mac;
+use zeroize::Zeroizing;
+
+use crate::model::*;
+use crate::text::*;
+use crate::ConfigError;
+
+/// A token and the physical line it came from.
+struct Tok<'a> {
+    s: &'a str,
+    line: usize,
+}
+
+/// Splits the text into logical lines (joining `\` continuations) of tokens.
+fn logical_lines(text: &str) -> Vec<Vec<Tok<'_>>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<Tok<'_>> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let body = raw.split('#').next().unwrap_or("");
+        let trimmed = body.trim_end();
+        let (content, continues) = match trimmed.strip_suffix('\\') {
+            Some(c) => (c, true),
+            None => (trimmed, false),
+        };
+        cur.extend(content.split_whitespace().map(|s| Tok { s, line }));
+        if !continues && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+struct Cursor<'a, 'b> {
+    toks: &'b [Tok<'a>],
+    i: usize,
+    file: &'b str,
+}
+
+impl<'a, 'b> Cursor<'a, 'b> {
+    fn line(&self) -> usize {
+        self.toks.get(self.i.min(self.toks.len().saturating_sub(1))).map_or(0, |t| t.line)
+    }
+    fn err(&self, field: &str, msg: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.file, self.line(), field, msg)
+    }
+    fn next(&mut self) -> Option<&'a str> {
+        let t = self.toks.get(self.i)?;
+        self.i += 1;
+        Some(t.s)
+    }
+    /// The value after keyword `field`.
+    fn value(&mut self, field: &str) -> Result<&'a str, ConfigError> {
+        match self.toks.get(self.i) {
+            Some(t) => {
+                self.i += 1;
+                Ok(t.s)
+            }
+            None => {
+                self.i = self.i.saturating_sub(1);
+                Err(self.err(field, "value missing"))
+            }
+        }
+    }
+    /// Parses the value after `field` with `f`, reporting errors at its line.
+    fn parse<T>(&mut self, field: &str, f: impl FnOnce(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+        let v = self.value(field)?;
+        f(v).map_err(|m| {
+            self.i -= 1;
+            let e = self.err(field, m);
+            self.i += 1;
+            e
+        })
+    }
+    fn peek(&self) -> Option<&'a str> {
+        self.toks.get(self.i).map(|t| t.s)
+    }
+}
+
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    let mut max_port = None::<usize>;
+    for toks in logical_lines(text) {
+        let mut c = Cursor { toks: &toks, i: 0, file };
+        let loc = Location::new(file, c.line());
+        match c.next() {
+            Some("sp") => cfg.policies.push(parse_sp(&mut c, loc)?),
+            Some("sa") => cfg.sas.push(parse_sa(&mut c, loc)?),
+            Some("rt") => {
+                let r = parse_rt(&mut c, loc)?;
+                max_port = max_port.max(Some(r.port));
+                cfg.routes.push(r);
+            }
+            Some("neigh") => {
+                let n = parse_neigh(&mut c, loc)?;
+                max_port = max_port.max(Some(n.port));
+                cfg.neighbours.push(n);
+            }
+            Some(other) => {
+                c.i = 0;
+                return Err(c.err("rule", format!("unknown rule type '{other}' (sp, sa, rt, neigh)")));
+            }
+            None => {}
+        }
+    }
+    if let Some(m) = max_port {
+        cfg.ensure_ports(m + 1);
+    }
+    Ok(cfg)
+}
+
+fn parse_dir(c: &mut Cursor<'_, '_>) -> Result<Direction, ConfigError> {
+    c.parse("direction", |s| match s {
+        "in" => Ok(Direction::In),
+        "out" => Ok(Direction::Out),
+        o => Err(format!("'{o}' is not in or out")),
+    })
+}
+
+fn parse_family(c: &mut Cursor<'_, '_>) -> Result<bool, ConfigError> {
+    c.parse("ip version", |s| match s {
+        "ipv4" => Ok(true),
+        "ipv6" => Ok(false),
+        o => Err(format!("'{o}' is not ipv4 or ipv6")),
+    })
+}
+
+fn family_prefix(c: &mut Cursor<'_, '_>, field: &str, v4: bool) -> Result<Prefix, ConfigError> {
+    c.parse(field, |s| {
+        let p = parse_prefix(s)?;
+        if p.is_ipv4() != v4 {
+            return Err(format!("{s} is not an {} prefix", if v4 { "IPv4" } else { "IPv6" }));
+        }
+        Ok(p)
+    })
+}
+
+fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, ConfigError> {
+    let v4 = parse_family(c)?;
+    let direction = parse_dir(c)?;
+    c.parse("protocol", |s| if s == "esp" { Ok(()) } else { Err(format!("'{s}' is not esp")) })?;
+    let action = match c.value("action")? {
+        "protect" => Action::Protect(c.parse("protect", parse_u32)?),
+        "bypass" => Action::Bypass,
+        "discard" => Action::Discard,
+        o => {
+            c.i -= 1;
+            return Err(c.err("action", format!("'{o}' is not protect, bypass or discard")));
+        }
+    };
+    let any = if v4 { Prefix::any_v4() } else { Prefix::any_v6() };
+    let mut p = PolicyConfig {
+        direction,
+        priority: 0,
+        src: any,
+        dst: any,
+        proto: ANY_PROTO,
+        sport: ANY_PORT,
+        dport: ANY_PORT,
+        action,
+        loc,
+    };
+    while let Some(k) = c.next() {
+        match k {
+            "pri" => p.priority = c.parse("pri", |s| s.parse::<i64>().map_err(|_| format!("'{s}' is not a number")))?,
+            "src" => p.src = family_prefix(c, "src", v4)?,
+            "dst" => p.dst = family_prefix(c, "dst", v4)?,
+            "proto" => p.proto = c.parse("proto", parse_range_u8)?,
+            "sport" => p.sport = c.parse("sport", parse_range_u16)?,
+            "dport" => p.dport = c.parse("dport", parse_range_u16)?,
+            o => {
+                c.i -= 1;
+                return Err(c.err("sp", format!("unknown keyword '{o}'")));
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn aead_from_name(s: &str) -> Result<AeadAlgorithm, String> {
+    match s {
+        "aes-128-gcm" => Ok(AeadAlgorithm::AesGcm128),
+        "aes-192-gcm" => Ok(AeadAlgorithm::AesGcm192),
+        "aes-256-gcm" => Ok(AeadAlgorithm::AesGcm256),
+        "aes-128-ccm" | "aes-192-ccm" | "aes-256-ccm" | "chacha20-poly1305" => {
+            Err(format!("AEAD algorithm '{s}' is not supported yet"))
+        }
+        o => Err(format!("unknown AEAD algorithm '{o}' (aes-128-gcm, aes-192-gcm, aes-256-gcm)")),
+    }
+}
+
+/// Splits RFC 4106 keying material (key || 4-byte salt) for `alg`.
+pub(crate) fn split_salt(alg: AeadAlgorithm, material: &[u8]) -> Result<(Vec<u8>, [u8; 4]), String> {
+    let want = alg.key_len() + 4;
+    if material.len() != want {
+        return Err(format!(
+            "{alg} needs {want} bytes of key material (a {}-byte key and a 4-byte salt), got {}",
+            alg.key_len(),
+            material.len()
+        ));
+    }
+    let mut salt = [0u8; 4];
+    salt.copy_from_slice(&material[alg.key_len()..]);
+    Ok((material[..alg.key_len()].to_vec(), salt))
+}
+
+fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigError> {
+    let direction = parse_dir(c)?;
+    let spi = c.parse("spi", parse_u32)?;
+    let mut aead = None;
+    let mut key_material: Option<(Zeroizing<Vec<u8>>, usize)> = None;
+    let mut mode_name: Option<(String, usize)> = None;
+    let mut src = None;
+    let mut dst = None;
+    let mut sa_esn = false;
+    let mut initial_seq = 0u64;
+    let mut udp = None::<UdpEncap>;
+    let mut replay_window = DEFAULT_REPLAY_WINDOW;
+    let mut icv_len = 16usize;
+    let mut ttl = DEFAULT_TTL;
+    let mut lifetime = Lifetime::default();
+    while let Some(k) = c.next() {
+        match k {
+            "aead_algo" => aead = Some(c.parse("aead_algo", aead_from_name)?),
+            "aead_key" => {
+                let line = c.line();
+                key_material = Some((Zeroizing::new(c.parse("aead_key", parse_key)?), line));
+            }
+            "cipher_algo" | "auth_algo" => {
+                let v = c.value(k)?;
+                if v != "null" || k == "cipher_algo" {
+                    c.i -= 1;
+                    return Err(c.err(k, format!("'{v}' is not supported yet: use aead_algo aes-128-gcm, aes-192-gcm or aes-256-gcm")));
+                }
+            }
+            "cipher_key" | "auth_key" => {
+                c.value(k)?;
+            }
+            "mode" => {
+                let line = c.line();
+                let m = c.parse("mode", |s| match s {
+                    "ipv4-tunnel" | "ipv6-tunnel" | "transport" => Ok(s.to_string()),
+                    o => Err(format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport")),
+                })?;
+                mode_name = Some((m, line));
+            }
+            "src" => src = Some(c.parse("src", parse_addr)?),
+            "dst" => dst = Some(c.parse("dst", parse_addr)?),
+            "esn" => {
+                sa_esn = true;
+                if let Some(v) = c.peek().and_then(|s| parse_u64(s).ok()) {
+                    c.i += 1;
+                    initial_seq = v;
+                }
+            }
+            "udp-encap" => udp = Some(udp.unwrap_or_default()),
+            "udp_sport" => udp.get_or_insert_with(UdpEncap::default).src_port = c.parse(k, |s| s.parse::<u16>().map_err(|_| format!("'{s}' is not a port")))?,
+            "udp_dport" => udp.get_or_insert_with(UdpEncap::default).dst_port = c.parse(k, |s| s.parse::<u16>().map_err(|_| format!("'{s}' is not a port")))?,
+            "type" => {
+                c.parse("type", |s| match s {
+                    "no-offload" | "lookaside-none" => Ok(()),
+                    o => Err(format!("'{o}': hardware offload types are not supported (no-offload)")),
+                })?;
+            }
+            "port_id" | "fallback" | "mss" => {
+                c.value(k)?;
+            }
+            "flow-direction" => {
+                c.value(k)?;
+                c.value(k)?;
+            }
+            "telemetry" => {}
+            "replay_window" => replay_window = c.parse(k, parse_u32)?,
+            "icv" => {
+                icv_len = c.parse(k, |s| match s {
+                    "8" | "12" | "16" => Ok(s.parse().unwrap_or(16)),
+                    o => Err(format!("'{o}' is not an allowed ICV length (8, 12, 16)")),
+                })?
+            }
+            "ttl" => ttl = c.parse(k, |s| s.parse::<u8>().map_err(|_| format!("'{s}' is not a TTL")))?,
+            "lifetime_soft_packets" => lifetime.soft_packets = Some(c.parse(k, parse_u64)?),
+            "lifetime_hard_packets" => lifetime.hard_packets = Some(c.parse(k, parse_u64)?),
+            "lifetime_soft_bytes" => lifetime.soft_bytes = Some(c.parse(k, parse_u64)?),
+            "lifetime_hard_bytes" => lifetime.hard_bytes = Some(c.parse(k, parse_u64)?),
+            o => {
+                c.i -= 1;
+                return Err(c.err("sa", format!("unknown keyword '{o}'")));
+            }
+        }
+    }
+    let aead = aead.ok_or_else(|| loc.error("aead_algo", "missing (aes-128-gcm, aes-192-gcm or aes-256-gcm)"))?;
+    let (material, key_line) = key_material.ok_or_else(|| loc.error("aead_key", "missing"))?;
+    let (key, salt) = split_salt(aead, &material).map_err(|m| ConfigError::new(&loc.file, key_line, "aead_key", m))?;
+    let (mode_name, mode_line) = mode_name.ok_or_else(|| loc.error("mode", "missing (ipv4-tunnel, ipv6-tunnel, transport)"))?;
+    let mode = match mode_name.as_str() {
+        "transport" => Mode::Transport,
+        m => {
+            let v4 = m == "ipv4-tunnel";
+            let (s, d) = match (src, dst) {
+                (Some(s), Some(d)) => (s, d),
+                _ => return Err(ConfigError::new(&loc.file, mode_line, "mode", format!("{m} needs src and dst"))),
+            };
+            if s.is_ipv4() != v4 || d.is_ipv4() != v4 {
+                return Err(ConfigError::new(&loc.file, mode_line, "mode", format!("{m} needs {} src and dst", if v4 { "IPv4" } else { "IPv6" })));
+            }
+            // ipsec-secgw writes the outer header's src/dst on the SA itself: for an
+            // inbound SA src is the peer.
+            match direction {
+                Direction::Out => Mode::Tunnel { local: s, remote: d },
+                Direction::In => Mode::Tunnel { local: d, remote: s },
+            }
+        }
+    };
+    Ok(SaConfig {
+        spi,
+        direction,
+        mode,
+        aead,
+        key: Zeroizing::new(key),
+        salt,
+        icv_len,
+        esn: sa_esn,
+        initial_seq,
+        replay_window,
+        udp_encap: udp,
+        lifetime,
+        ttl,
+        name: None,
+        loc,
+    })
+}
+
+fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, ConfigError> {
+    let v4 = parse_family(c)?;
+    let mut dst = None;
+    let mut port = None;
+    while let Some(k) = c.next() {
+        match k {
+            // ipsec-secgw accepts a source prefix on IPv4 routes; forwarding here is by
+            // destination only, so it is read and not used.
+            "src" => {
+                family_prefix(c, "src", v4)?;
+            }
+            "dst" => dst = Some(family_prefix(c, "dst", v4)?),
+            "port" => port = Some(c.parse("port", |s| s.parse::<usize>().ok().filter(|&p| p < 64).ok_or(format!("'{s}' is not a port number (0..63)")))?),
+            o => {
+                c.i -= 1;
+                return Err(c.err("rt", format!("unknown keyword '{o}'")));
+            }
+        }
+    }
+    Ok(RouteConfig {
+        dst: dst.ok_or_else(|| loc.error("dst", "missing"))?,
+        port: port.ok_or_else(|| loc.error("port", "missing"))?,
+        loc,
+    })
+}
+
+fn parse_neigh(c: &mut Cursor<'_, '_>, loc: Location) -> Result<NeighbourConfig, ConfigError> {
+    c.parse("port", |s| if s == "port" { Ok(()) } else { Err(format!("expected 'port', got '{s}'")) })?;
+    let port = c.parse("port", |s| s.parse::<usize>().ok().filter(|&p| p < 64).ok_or(format!("'{s}' is not a port number (0..63)")))?;
+    let mac = c.parse("mac", |s| parse_mac(s).ok_or(format!("'{s}' is not a MAC address")))?;
+    if let Some(extra) = c.next() {
+        c.i -= 1;
+        return Err(c.err("neigh", format!("unexpected '{extra}'")));
+    }
+    Ok(NeighbourConfig { port, ip: None, mac, loc })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: &str = "\
+# gateway 1
+sp ipv4 out esp protect 5 pri 1 dst 192.168.105.0/24 sport 0:65535 dport 0:65535
+sp ipv4 in esp protect 105 pri 1 dst 192.168.115.0/24 sport 0:65535 dport 0:65535
+sp ipv6 out esp bypass pri 1 dst 2001:db8:5555::/48 \\
+sport 0:65535 dport 0:65535
+sa out 5 aead_algo aes-128-gcm aead_key de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:ca:fe:ba:be \\
+mode ipv4-tunnel src 172.16.1.5 dst 172.16.2.5 esn 7 udp-encap
+sa in 105 aead_algo aes-256-gcm \\
+aead_key 00:01:02:03:04:05:06:07:08:09:0a:0b:0c:0d:0e:0f:00:01:02:03:04:05:06:07:08:09:0a:0b:0c:0d:0e:0f:01:02:03:04 \\
+mode transport
+rt ipv4 dst 172.16.2.5/32 port 0
+rt ipv6 dst 2001:db8::/32 port 1
+neigh port 1 d0:43:1e:12:34:56
+";
+
+    #[test]
+    fn parses_secgw_syntax() {
+        let c = parse(CFG, "ep0.cfg").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.policies.len(), 3);
+        assert_eq!(c.policies[2].loc.line, 4);
+        assert_eq!(c.policies[0].action, Action::Protect(5));
+        assert_eq!(c.policies[0].dst.len, 24);
+        let sa = c.sa(Direction::Out, 5).unwrap();
+        assert_eq!(sa.salt, [0xca, 0xfe, 0xba, 0xbe]);
+        assert!(sa.esn);
+        assert_eq!(sa.initial_seq, 7);
+        assert_eq!(sa.udp_encap, Some(UdpEncap::default()));
+        assert_eq!(
+            sa.mode,
+            Mode::Tunnel { local: "172.16.1.5".parse().unwrap(), remote: "172.16.2.5".parse().unwrap() }
+        );
+        let sa_in = c.sa(Direction::In, 105).unwrap();
+        assert_eq!(sa_in.aead, AeadAlgorithm::AesGcm256);
+        assert_eq!(sa_in.mode, Mode::Transport);
+        assert_eq!(c.ports.len(), 2);
+        assert_eq!(c.neighbours[0].port, 1);
+    }
+
+    fn err(text: &str) -> ConfigError {
+        parse(text, "t.cfg").and_then(|c| c.validate().map(|_| c)).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let e = err("rt ipv4 dst 10.0.0.0/8 port 0\nsa out 5 aead_algo aes-128-gcm aead_key 00:11 mode transport\n");
+        assert_eq!((e.line, e.field.as_str()), (2, "aead_key"));
+        assert!(e.to_string().starts_with("t.cfg:2: aead_key:"), "{e}");
+        let e = err("sp ipv4 out esp protect 9 dst 10.0.0.0/8\n");
+        assert_eq!((e.line, e.field.as_str()), (1, "protect"));
+        let e = err("sa out 5 cipher_algo aes-128-cbc cipher_key 00 auth_algo sha1-hmac auth_key 00 mode transport\n");
+        assert_eq!(e.field, "cipher_algo");
+        assert!(e.message.contains("not supported yet"));
+        let e = err("sp ipv4 out esp bypass\\\n dst 10.0.0.0/33\n");
+        assert_eq!((e.line, e.field.as_str()), (2, "dst"));
+        let e = err("bogus line\n");
+        assert_eq!((e.line, e.field.as_str()), (1, "rule"));
+        let e = err("sa out 5 aead_algo aes-128-gcm aead_key 00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33 mode ipv4-tunnel\n");
+        assert_eq!(e.field, "mode");
+    }
+}

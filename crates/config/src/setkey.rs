@@ -1,0 +1,462 @@
+//! setkey(8) scripts, as Linux and the BSDs write them.
+//!
+//! ```text
+//! flush;
+//! spdflush;
+//! add 192.0.2.1 192.0.2.2 esp 0x1000 -m tunnel -E aes-gcm-16 0x<key||salt>;
+//! add 192.0.2.2 192.0.2.1 esp 0x2000 -m tunnel -E aes-gcm-16 0x<key||salt>;
+//! spdadd 198.51.100.0/24 203.0.113.0/24 any -P out ipsec esp/tunnel/192.0.2.1-192.0.2.2/require;
+//! spdadd 203.0.113.0/24 198.51.100.0/24 any -P in ipsec esp/tunnel/192.0.2.2-192.0.2.1/require;
+//! ```
+//!
+//! The kernel's SAD has no direction; a gateway needs one, so each SA takes the direction
+//! (and mode) of the policy that uses it: an SA whose endpoints match an `out` policy's
+//! tunnel (or, in transport mode, its selector addresses) is outbound; one matching an
+//! `in` or `fwd` policy is inbound. An SA no policy uses is an error, as is a policy whose
+//! SA is missing. Time lifetimes (`-lh`, `-ls`) are read and not enforced; byte lifetimes
+//! (`-bh`, `-bs`) are. `-r N` sets the replay window in packets.
+
+use std::net::IpAddr;
+
+use espgw_crypto::AeadAlgorithm;
+use zeroize::Zeroizing;
+
+use crate::model::*;
+use crate::secgw::split_salt;
+use crate::text::*;
+use crate::ConfigError;
+
+#[derive(Debug)]
+struct Tok {
+    s: String,
+    line: usize,
+}
+
+/// Tokens: words, quoted strings (kept with their quotes), and `;`.
+fn tokenize(text: &str) -> Vec<Tok> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let mut chars = raw.char_indices().peekable();
+        let mut cur = String::new();
+        while let Some((_, ch)) = chars.next() {
+            match ch {
+                '#' => break,
+                '"' => {
+                    let mut q = String::from('"');
+                    for (_, c2) in chars.by_ref() {
+                        q.push(c2);
+                        if c2 == '"' {
+                            break;
+                        }
+                    }
+                    out.push(Tok { s: q, line });
+                }
+                ';' => {
+                    if !cur.is_empty() {
+                        out.push(Tok { s: std::mem::take(&mut cur), line });
+                    }
+                    out.push(Tok { s: ";".into(), line });
+                }
+                c if c.is_whitespace() => {
+                    if !cur.is_empty() {
+                        out.push(Tok { s: std::mem::take(&mut cur), line });
+                    }
+                }
+                c => cur.push(c),
+            }
+        }
+        if !cur.is_empty() {
+            out.push(Tok { s: cur, line });
+        }
+    }
+    out
+}
+
+/// A parsed `add`, before its direction is known.
+struct PendingSa {
+    src: IpAddr,
+    dst: IpAddr,
+    spi: u32,
+    aead: AeadAlgorithm,
+    key: Zeroizing<Vec<u8>>,
+    salt: [u8; 4],
+    icv_len: usize,
+    udp: Option<UdpEncap>,
+    replay_window: u32,
+    lifetime: Lifetime,
+    loc: Location,
+    used: Option<(Direction, Mode)>,
+}
+
+enum Template {
+    Tunnel(IpAddr, IpAddr),
+    Transport,
+}
+
+struct Stmt<'a> {
+    toks: &'a [Tok],
+    i: usize,
+    file: &'a str,
+}
+
+impl<'a> Stmt<'a> {
+    fn line(&self) -> usize {
+        self.toks.get(self.i.min(self.toks.len().saturating_sub(1))).map_or(0, |t| t.line)
+    }
+    fn err(&self, field: &str, m: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.file, self.line(), field, m)
+    }
+    fn next(&mut self, field: &str) -> Result<&'a str, ConfigError> {
+        match self.toks.get(self.i) {
+            Some(t) => {
+                self.i += 1;
+                Ok(&t.s)
+            }
+            None => Err(self.err(field, "value missing")),
+        }
+    }
+    fn peek(&self) -> Option<&'a str> {
+        self.toks.get(self.i).map(|t| t.s.as_str())
+    }
+    /// Error about the token just read.
+    fn err_prev(&self, field: &str, m: impl Into<String>) -> ConfigError {
+        let line = self.toks.get(self.i.saturating_sub(1)).map_or(0, |t| t.line);
+        ConfigError::new(self.file, line, field, m)
+    }
+}
+
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+    let toks = tokenize(text);
+    let mut sas: Vec<PendingSa> = Vec::new();
+    let mut policies: Vec<(PolicyConfig, Option<Template>)> = Vec::new();
+    for stmt in toks.split(|t| t.s == ";") {
+        if stmt.is_empty() {
+            continue;
+        }
+        let mut s = Stmt { toks: stmt, i: 0, file };
+        let loc = Location::new(file, s.line());
+        match s.next("command")? {
+            "flush" => sas.clear(),
+            "spdflush" => policies.clear(),
+            "add" => sas.push(parse_add(&mut s, loc)?),
+            "spdadd" => {
+                if let Some(p) = parse_spdadd(&mut s, loc)? {
+                    policies.push(p);
+                }
+            }
+            other => {
+                s.i = 0;
+                return Err(s.err("command", format!("'{other}' is not supported (flush, spdflush, add, spdadd)")));
+            }
+        }
+        if s.i < stmt.len() {
+            return Err(s.err("syntax", format!("unexpected '{}'", stmt[s.i].s)));
+        }
+    }
+    // Give each policy its SA, and each SA its direction and mode.
+    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    for (mut p, tmpl) in policies {
+        if let Some(t) = tmpl {
+            let dir = p.direction;
+            let found = sas.iter_mut().find(|sa| match t {
+                Template::Tunnel(a, b) => sa.src == a && sa.dst == b,
+                Template::Transport => p.src.contains(sa.src) && p.dst.contains(sa.dst),
+            });
+            let Some(sa) = found else {
+                let what = match t {
+                    Template::Tunnel(a, b) => format!("esp/tunnel/{a}-{b}"),
+                    Template::Transport => format!("esp/transport between {} and {}", p.src, p.dst),
+                };
+                return Err(p.loc.error("policy", format!("no SA for {what}: add one with 'add SRC DST esp SPI ...'")));
+            };
+            let mode = match t {
+                Template::Tunnel(a, b) => match dir {
+                    Direction::Out => Mode::Tunnel { local: a, remote: b },
+                    Direction::In => Mode::Tunnel { local: b, remote: a },
+                },
+                Template::Transport => Mode::Transport,
+            };
+            match sa.used {
+                Some((d, m)) if d != dir || m != mode => {
+                    return Err(p.loc.error(
+                        "policy",
+                        format!("SA 0x{:x} (line {}) is already used by a policy of another direction or mode", sa.spi, sa.loc.line),
+                    ))
+                }
+                _ => sa.used = Some((dir, mode)),
+            }
+            p.action = Action::Protect(sa.spi);
+        }
+        cfg.policies.push(p);
+    }
+    for sa in sas {
+        let Some((direction, mode)) = sa.used else {
+            return Err(sa.loc.error(
+                "add",
+                format!("SA 0x{:x} from {} to {} is used by no policy, so its direction is unknown", sa.spi, sa.src, sa.dst),
+            ));
+        };
+        cfg.sas.push(SaConfig {
+            spi: sa.spi,
+            direction,
+            mode,
+            aead: sa.aead,
+            key: sa.key,
+            salt: sa.salt,
+            icv_len: sa.icv_len,
+            esn: false,
+            initial_seq: 0,
+            replay_window: sa.replay_window,
+            udp_encap: sa.udp,
+            lifetime: sa.lifetime,
+            ttl: DEFAULT_TTL,
+            name: None,
+            loc: sa.loc,
+        });
+    }
+    Ok(cfg)
+}
+
+/// `ADDR` or `ADDR[PORT]`.
+fn addr_with_port(s: &str) -> Result<(IpAddr, Option<u16>), String> {
+    match s.split_once('[') {
+        Some((a, rest)) => {
+            let p = rest.strip_suffix(']').ok_or(format!("'{s}': missing ']'"))?;
+            let port = if p == "any" { None } else { Some(p.parse::<u16>().map_err(|_| format!("'{p}' is not a port"))?) };
+            Ok((parse_addr(a)?, port))
+        }
+        None => Ok((parse_addr(s)?, None)),
+    }
+}
+
+fn skip_family_flags(s: &mut Stmt<'_>) {
+    while matches!(s.peek(), Some("-4") | Some("-6") | Some("-n")) {
+        s.i += 1;
+    }
+}
+
+fn key_bytes(s: &str) -> Result<Vec<u8>, String> {
+    if let Some(q) = s.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
+        return Ok(q.as_bytes().to_vec());
+    }
+    if !(s.starts_with("0x") || s.starts_with("0X")) {
+        return Err(format!("'{s}' is neither a 0x-hex nor a \"quoted\" key"));
+    }
+    parse_key(s)
+}
+
+fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> {
+    skip_family_flags(s);
+    let (src, sport) = addr_with_port(s.next("src")?).map_err(|m| s.err_prev("src", m))?;
+    let (dst, dport) = addr_with_port(s.next("dst")?).map_err(|m| s.err_prev("dst", m))?;
+    if src.is_ipv4() != dst.is_ipv4() {
+        return Err(s.err_prev("dst", "source and destination of different families"));
+    }
+    let udp = match s.next("protocol")? {
+        "esp" => None,
+        "esp-udp" => Some(UdpEncap { src_port: sport.unwrap_or(4500), dst_port: dport.unwrap_or(4500) }),
+        "ah" | "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
+            return Err(s.err_prev("protocol", "only esp and esp-udp are supported yet"))
+        }
+        o => return Err(s.err_prev("protocol", format!("unknown protocol '{o}'"))),
+    };
+    let spi = parse_u32(s.next("spi")?).map_err(|m| s.err_prev("spi", m))?;
+    let mut replay_window = DEFAULT_REPLAY_WINDOW;
+    let mut lifetime = Lifetime::default();
+    let mut alg: Option<(AeadAlgorithm, Zeroizing<Vec<u8>>, [u8; 4], usize)> = None;
+    while let Some(opt) = s.peek() {
+        s.i += 1;
+        match opt {
+            "-m" => {
+                let m = s.next("-m")?;
+                if !matches!(m, "transport" | "tunnel" | "any") {
+                    return Err(s.err_prev("-m", format!("'{m}' is not transport, tunnel or any")));
+                }
+            }
+            "-r" => replay_window = parse_u32(s.next("-r")?).map_err(|m| s.err_prev("-r", m))?,
+            "-u" | "-f" | "-lh" | "-ls" => {
+                s.next(opt)?;
+            }
+            "-bh" => lifetime.hard_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?),
+            "-bs" => lifetime.soft_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?),
+            "-E" => {
+                let name = s.next("-E")?;
+                let icv = match name {
+                    "aes-gcm-16" | "aes-gcm" | "rfc4106(gcm(aes))" => 16,
+                    "aes-gcm-12" => 12,
+                    "aes-gcm-8" => 8,
+                    o => return Err(s.err_prev("-E", format!("encryption algorithm '{o}' is not supported yet (aes-gcm-16, aes-gcm-12, aes-gcm-8)"))),
+                };
+                let material = Zeroizing::new(key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?);
+                let a = material
+                    .len()
+                    .checked_sub(4)
+                    .and_then(AeadAlgorithm::from_key_len)
+                    .ok_or_else(|| s.err_prev("-E key", format!("AES-GCM needs 20, 28 or 36 bytes of key material (key and 4-byte salt), got {}", material.len())))?;
+                let (key, salt) = split_salt(a, &material).map_err(|m| s.err_prev("-E key", m))?;
+                alg = Some((a, Zeroizing::new(key), salt, icv));
+            }
+            "-A" => {
+                return Err(s.err_prev("-A", "integrity algorithms are not supported yet (AES-GCM needs none)"))
+            }
+            "-C" => return Err(s.err_prev("-C", "IPComp is not supported")),
+            o => return Err(s.err_prev("add", format!("unknown option '{o}'"))),
+        }
+    }
+    let (aead, key, salt, icv_len) = alg.ok_or_else(|| loc.error("-E", "missing encryption algorithm"))?;
+    Ok(PendingSa { src, dst, spi, aead, key, salt, icv_len, udp, replay_window, lifetime, loc, used: None })
+}
+
+/// `ADDR[/LEN][[PORT]]` to a prefix and a port range.
+fn range_with_port(s: &str) -> Result<(Prefix, Range<u16>), String> {
+    let (p, port) = match s.split_once('[') {
+        Some((p, rest)) => {
+            let port = rest.strip_suffix(']').ok_or(format!("'{s}': missing ']'"))?;
+            let r = if port == "any" { ANY_PORT } else { parse_range_u16(port)? };
+            (p, r)
+        }
+        None => (s, ANY_PORT),
+    };
+    Ok((parse_prefix(p)?, port))
+}
+
+fn parse_spdadd(
+    s: &mut Stmt<'_>,
+    loc: Location,
+) -> Result<Option<(PolicyConfig, Option<Template>)>, ConfigError> {
+    skip_family_flags(s);
+    let (src, sport) = range_with_port(s.next("src")?).map_err(|m| s.err_prev("src", m))?;
+    let (dst, dport) = range_with_port(s.next("dst")?).map_err(|m| s.err_prev("dst", m))?;
+    if src.is_ipv4() != dst.is_ipv4() {
+        return Err(s.err_prev("dst", "source and destination of different families"));
+    }
+    let upper = s.next("upperspec")?;
+    let proto = if upper == "any" {
+        ANY_PROTO
+    } else {
+        let n = parse_proto_name(upper).ok_or_else(|| s.err_prev("upperspec", format!("unknown protocol '{upper}'")))?;
+        Range::new(n, n)
+    };
+    if s.next("-P")? != "-P" {
+        return Err(s.err_prev("-P", "expected -P DIRECTION POLICY"));
+    }
+    let direction = match s.next("direction")? {
+        "out" => Direction::Out,
+        "in" | "fwd" => Direction::In,
+        o => return Err(s.err_prev("direction", format!("'{o}' is not in, out or fwd"))),
+    };
+    // Linux: lower priority values win. The model: higher wins.
+    let mut priority: i64 = -(1i64 << 31);
+    if matches!(s.peek(), Some("prio") | Some("priority")) {
+        s.i += 1;
+        let v: i64 = s.next("priority")?.parse().map_err(|_| s.err_prev("priority", "not a number"))?;
+        priority = -v;
+    }
+    let (action, tmpl) = match s.next("policy")? {
+        "none" => (Action::Bypass, None),
+        "discard" => (Action::Discard, None),
+        "ipsec" => {
+            let rule = s.next("ipsec rule")?;
+            let parts: Vec<&str> = rule.split('/').collect();
+            if parts.len() != 4 {
+                return Err(s.err_prev("ipsec rule", format!("'{rule}' is not PROTO/MODE/SRC-DST/LEVEL")));
+            }
+            if parts[0] != "esp" {
+                return Err(s.err_prev("ipsec rule", format!("'{}' is not supported yet (esp)", parts[0])));
+            }
+            let level = parts[3].split(':').next().unwrap_or("");
+            if !matches!(level, "require" | "unique" | "default" | "use") {
+                return Err(s.err_prev("ipsec rule", format!("level '{}' is not default, use, require or unique", parts[3])));
+            }
+            let t = match parts[1] {
+                "tunnel" => {
+                    let (a, b) = split_endpoints(parts[2]).ok_or_else(|| s.err_prev("ipsec rule", format!("'{}' is not SRC-DST", parts[2])))?;
+                    Template::Tunnel(a, b)
+                }
+                "transport" => Template::Transport,
+                o => return Err(s.err_prev("ipsec rule", format!("mode '{o}' is not tunnel or transport"))),
+            };
+            if s.peek().is_some() {
+                return Err(s.err("ipsec rule", "SA bundles (esp with ah) are not supported yet"));
+            }
+            (Action::Protect(0), Some(t))
+        }
+        o => return Err(s.err_prev("policy", format!("'{o}' is not none, discard or ipsec"))),
+    };
+    Ok(Some((PolicyConfig { direction, priority, src, dst, proto, sport, dport, action, loc }, tmpl)))
+}
+
+/// `A-B` where A and B are addresses (IPv6 addresses contain ':' but never '-').
+fn split_endpoints(s: &str) -> Option<(IpAddr, IpAddr)> {
+    let (a, b) = s.split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCRIPT: &str = r#"#!/usr/sbin/setkey -f
+flush;
+spdflush;
+# gateway 1
+add 192.0.2.1 192.0.2.2 esp 0x1000 -m tunnel -r 2048
+    -E aes-gcm-16 0x00112233445566778899aabbccddeeff01020304;
+add 192.0.2.2 192.0.2.1 esp 0x2000 -m tunnel
+    -E aes-gcm-16 0xffeeddccbbaa99887766554433221100a1a2a3a4;
+spdadd 198.51.100.0/24 203.0.113.0/24 any -P out ipsec
+    esp/tunnel/192.0.2.1-192.0.2.2/require;
+spdadd 203.0.113.0/24 198.51.100.0/24 any -P in ipsec
+    esp/tunnel/192.0.2.2-192.0.2.1/require;
+spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
+"#;
+
+    #[test]
+    fn parses_classic_script() {
+        let c = parse(SCRIPT, "gw.conf").unwrap();
+        c.validate().unwrap();
+        let out = c.sa(Direction::Out, 0x1000).unwrap();
+        assert_eq!(out.replay_window, 2048);
+        assert_eq!(out.salt, [1, 2, 3, 4]);
+        assert_eq!(
+            out.mode,
+            Mode::Tunnel { local: "192.0.2.1".parse().unwrap(), remote: "192.0.2.2".parse().unwrap() }
+        );
+        let inb = c.sa(Direction::In, 0x2000).unwrap();
+        assert_eq!(inb.loc.line, 7);
+        assert_eq!(
+            inb.mode,
+            Mode::Tunnel { local: "192.0.2.1".parse().unwrap(), remote: "192.0.2.2".parse().unwrap() }
+        );
+        assert_eq!(c.policies.len(), 3);
+        assert_eq!(c.policies[0].action, Action::Protect(0x1000));
+        assert_eq!(c.policies[1].direction, Direction::In);
+        assert_eq!(c.policies[2].action, Action::Bypass);
+        assert_eq!(c.policies[2].dport, Range::new(53, 53));
+        assert_eq!(c.policies[2].proto, Range::new(17, 17));
+    }
+
+    #[test]
+    fn transport_mode_resolves_by_address() {
+        let t = "add 2001:db8::1 2001:db8::2 esp 0x10 -E aes-gcm-16 0x000102030405060708090a0b0c0d0e0f10111213;\n\
+                 spdadd 2001:db8::1 2001:db8::2 any -P out ipsec esp/transport//require;\n";
+        let c = parse(t, "t").unwrap();
+        assert_eq!(c.sas[0].mode, Mode::Transport);
+        assert_eq!(c.sas[0].direction, Direction::Out);
+    }
+
+    #[test]
+    fn errors() {
+        let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10 -E 3des-cbc 0x00;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "-E"));
+        let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10\n  -E aes-gcm-16 0x0011;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "-E key"));
+        let e = parse("spdadd 10.0.0.0/8 10.1.0.0/16 any -P out ipsec\n esp/tunnel/192.0.2.1-192.0.2.2/require;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "policy"));
+        let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10 -E aes-gcm-16 0x000102030405060708090a0b0c0d0e0f10111213;\n", "x").unwrap_err();
+        assert_eq!(e.field, "add");
+        let e = parse("dump;", "x").unwrap_err();
+        assert_eq!(e.field, "command");
+    }
+}

@@ -1,0 +1,133 @@
+//! Small text parsers shared by the formats.
+
+use std::net::IpAddr;
+
+use crate::model::{Prefix, Range};
+
+/// Hex keying material: `0x00112233...`, `00112233...` or DPDK's `00:11:22:...`.
+pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
+    let t = s.trim();
+    let hex: String = if t.contains(':') {
+        let mut out = String::new();
+        for part in t.split(':') {
+            if part.is_empty() || part.len() > 2 {
+                return Err(format!("'{part}' is not a byte in hex"));
+            }
+            if part.len() == 1 {
+                out.push('0');
+            }
+            out.push_str(part);
+        }
+        out
+    } else {
+        t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t).to_string()
+    };
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return Err("hex key needs an even, non-zero number of digits".into());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| format!("'{}' is not hex", &hex[i..i + 2]))
+        })
+        .collect()
+}
+
+/// `ADDR` or `ADDR/LEN`.
+pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
+    let (a, l) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr = a.parse().map_err(|_| format!("'{a}' is not an IP address"))?;
+    let width = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match l {
+        Some(l) => l.parse::<u8>().ok().filter(|&n| n <= width).ok_or(format!(
+            "prefix length '{l}' must be 0..={width}"
+        ))?,
+        None => width,
+    };
+    Ok(Prefix { addr, len })
+}
+
+pub fn parse_addr(s: &str) -> Result<IpAddr, String> {
+    s.parse().map_err(|_| format!("'{s}' is not an IP address"))
+}
+
+/// A number in decimal or `0x` hex.
+pub fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse::<u64>(),
+    };
+    r.map_err(|_| format!("'{s}' is not a number"))
+}
+
+pub fn parse_u32(s: &str) -> Result<u32, String> {
+    let v = parse_u64(s)?;
+    u32::try_from(v).map_err(|_| format!("{s} does not fit in 32 bits"))
+}
+
+/// `LO:HI`, `LO-HI` or a single value.
+pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
+    let (lo, hi) = split_range(s);
+    let p = |x: &str| x.parse::<u16>().map_err(|_| format!("'{x}' is not a port (0..=65535)"));
+    let r = Range::new(p(lo)?, p(hi)?);
+    if r.lo > r.hi {
+        return Err(format!("range {s} has its low end above its high end"));
+    }
+    Ok(r)
+}
+
+pub fn parse_range_u8(s: &str) -> Result<Range<u8>, String> {
+    let (lo, hi) = split_range(s);
+    let p = |x: &str| x.parse::<u8>().map_err(|_| format!("'{x}' is not a protocol number (0..=255)"));
+    let r = Range::new(p(lo)?, p(hi)?);
+    if r.lo > r.hi {
+        return Err(format!("range {s} has its low end above its high end"));
+    }
+    Ok(r)
+}
+
+fn split_range(s: &str) -> (&str, &str) {
+    s.split_once(':').or_else(|| s.split_once('-')).unwrap_or((s, s))
+}
+
+/// Protocol names setkey and the native format accept.
+pub fn parse_proto_name(s: &str) -> Option<u8> {
+    Some(match s {
+        "icmp" => 1,
+        "tcp" => 6,
+        "udp" => 17,
+        "gre" => 47,
+        "icmp6" | "ipv6-icmp" | "icmpv6" => 58,
+        "sctp" => 132,
+        _ => return s.parse().ok(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(parse_key("0x0a0B").unwrap(), vec![10, 11]);
+        assert_eq!(parse_key("de:ad:be:ef").unwrap(), vec![0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(parse_key("0:1:2").unwrap(), vec![0, 1, 2]);
+        assert!(parse_key("0x123").is_err());
+        assert!(parse_key("zz").is_err());
+        assert!(parse_key("").is_err());
+    }
+
+    #[test]
+    fn ranges_and_prefixes() {
+        assert_eq!(parse_range_u16("0:65535").unwrap(), Range::new(0, 65535));
+        assert_eq!(parse_range_u16("80").unwrap(), Range::new(80, 80));
+        assert!(parse_range_u16("9:1").is_err());
+        assert!(parse_range_u16("70000").is_err());
+        assert_eq!(parse_prefix("2001:db8::/32").unwrap().len, 32);
+        assert_eq!(parse_prefix("192.0.2.1").unwrap().len, 32);
+        assert!(parse_prefix("192.0.2.1/33").is_err());
+    }
+}

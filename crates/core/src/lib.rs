@@ -1,1 +1,32 @@
+//! espgw's data plane, sans I/O.
+//!
+//! Plain functions over byte buffers and immutable tables: no sockets, threads or clocks.
+//! Ports, the pcap tool, benchmarks and fuzzers all drive [`pipeline::Pipeline`].
+//!
+//! - [`packet`]: buffers with headroom, and their pool;
+//! - [`flow`]: parsing a frame down to the selector fields;
+//! - [`spd`]: the security policy database;
+//! - [`sa`]: security associations and their mutable state;
+//! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3, RFC 6479);
+//! - [`esp_out`], [`esp_in`]: the ESP transforms;
+//! - [`route`]: longest-prefix match and neighbours;
+//! - [`tables`]: one immutable snapshot of all of the above, built from a config;
+//! - [`counters`]: drop reasons and counters.
+#![forbid(unsafe_code)]
 
+pub mod counters;
+pub mod esp_in;
+pub mod esp_out;
+pub mod flow;
+pub mod packet;
+pub mod pipeline;
+pub mod replay;
+pub mod route;
+pub mod sa;
+pub mod spd;
+pub mod tables;
+
+pub use counters::DropReason;
+pub use espgw_config::Direction;
+pub use pipeline::Pipeline;
+pub use tables::Tables;

@@ -1,0 +1,134 @@
+//! Why packets are dropped, and counters for them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! reasons {
+    ($($v:ident => $n:literal, $d:literal;)*) => {
+        /// Every reason a packet can be dropped. Each is counted on its own.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum DropReason { $($v,)* }
+
+        impl DropReason {
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$v,)*];
+            /// Short snake_case name, for tables, JSON and metrics.
+            pub const fn name(self) -> &'static str {
+                match self { $(DropReason::$v => $n,)* }
+            }
+            pub const fn describe(self) -> &'static str {
+                match self { $(DropReason::$v => $d,)* }
+            }
+        }
+    };
+}
+
+reasons! {
+    Malformed => "malformed", "frame or IP header does not parse";
+    NotIp => "not_ip", "not an IPv4 or IPv6 frame";
+    NoPolicy => "no_policy", "no SPD rule matches";
+    PolicyDiscard => "policy_discard", "an SPD rule says discard";
+    PlaintextProtected => "plaintext_protected", "plaintext arrived where a policy requires ESP";
+    NoSa => "no_sa", "no SA for this SPI";
+    SaMismatch => "sa_mismatch", "ESP does not fit its SA (family, encapsulation)";
+    Truncated => "truncated", "ESP packet shorter than its headers and ICV";
+    Replay => "replay", "sequence number replayed or too old";
+    AuthFailed => "auth_failed", "ICV check failed";
+    BadPadding => "bad_padding", "ESP padding or pad length invalid";
+    BadNextHeader => "bad_next_header", "next header does not match the SA's mode";
+    Dummy => "dummy", "dummy packet (next header 59)";
+    PolicyMismatch => "policy_mismatch", "inner packet outside the selectors of its SA";
+    SeqExhausted => "seq_exhausted", "sequence number would wrap: SA retired";
+    LifetimeExpired => "lifetime_expired", "hard lifetime reached";
+    EcnDrop => "ecn_drop", "outer CE over a not-ECT inner packet (RFC 6040)";
+    Fragment => "fragment", "fragmented ESP (reassembly not enabled)";
+    IkeOrKeepalive => "ike_or_keepalive", "IKE or NAT keepalive on the ESP port";
+    NoRoute => "no_route", "no route to the destination";
+    TooBig => "too_big", "packet does not fit the buffer";
+}
+
+pub const N_REASONS: usize = DropReason::ALL.len();
+
+/// Plain counters owned by one worker; summed for reports.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub encrypted: u64,
+    pub decrypted: u64,
+    pub bypassed: u64,
+    pub drops: [u64; N_REASONS],
+}
+
+impl WorkerCounters {
+    pub fn drop(&mut self, r: DropReason) {
+        self.drops[r as usize] += 1;
+    }
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.drops[r as usize]
+    }
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+    pub fn add(&mut self, o: &WorkerCounters) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.encrypted += o.encrypted;
+        self.decrypted += o.decrypted;
+        self.bypassed += o.bypassed;
+        for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// Counters of one SA, shared by every worker (updated once per burst, not per packet).
+#[derive(Debug, Default)]
+pub struct SaCounters {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub drops: [AtomicU64; N_REASONS],
+}
+
+impl SaCounters {
+    pub fn add(&self, packets: u64, bytes: u64) {
+        if packets > 0 {
+            self.packets.fetch_add(packets, Ordering::Relaxed);
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+    pub fn drop(&self, r: DropReason, n: u64) {
+        if n > 0 {
+            self.drops[r as usize].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.drops[r as usize].load(Ordering::Relaxed)
+    }
+    pub fn packets(&self) -> u64 {
+        self.packets.load(Ordering::Relaxed)
+    }
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), N_REASONS);
+        let mut c = WorkerCounters::default();
+        c.drop(DropReason::Replay);
+        assert_eq!(c.dropped(DropReason::Replay), 1);
+        assert_eq!(c.total_drops(), 1);
+    }
+}

@@ -1,0 +1,218 @@
+//! Inbound ESP (RFC 4303 §3.4): recognising ESP (plain or in UDP, RFC 3948), finding the
+//! SA, and after the burst crypto call has authenticated and decrypted the text, checking
+//! the trailer and removing the encapsulation.
+
+use espgw_config::Mode;
+use espgw_wire::ipv4::Ipv4Packet;
+use espgw_wire::ipv6::Ipv6Packet;
+use espgw_wire::{esp, proto, udp::UdpPacket};
+
+use crate::counters::DropReason;
+use crate::esp_out::ESP_HDR_IV;
+use crate::flow::IpInfo;
+use crate::packet::Packet;
+use crate::sa::Sa;
+use crate::tables::Tables;
+
+/// An ESP packet ready for the crypto call.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenJob {
+    pub sa: u32,
+    /// Sequence number as on the wire; the pipeline infers the full 64 bits.
+    pub seq_low: u32,
+    /// End of the headers in front of ESP (IP header, extension headers; not UDP).
+    pub ip_hdr_len: usize,
+    /// Offset of the ESP header (after UDP, if any).
+    pub esp_off: usize,
+    /// Offset of the text and its length without the ICV.
+    pub text_off: usize,
+    pub text_len: usize,
+    /// IPv6: offset of the byte naming ESP/UDP (to rewrite in transport mode).
+    pub nh_at: usize,
+    /// Outer TOS / traffic class (for ECN decapsulation).
+    pub outer_tos: u8,
+    pub outer_v4: bool,
+}
+
+/// Whether an inbound packet is ESP.
+pub enum Classified {
+    Esp(OpenJob),
+    /// Not ESP: plaintext for the inbound SPD.
+    Plain,
+}
+
+/// Looks at an inbound IP packet: ESP (or ESP-in-UDP) is matched to its SA by SPI.
+pub fn classify(pkt: &Packet, info: &IpInfo, tables: &Tables) -> Result<Classified, (DropReason, Option<u32>)> {
+    let d = pkt.data();
+    let k = &info.key;
+    let mut esp_off = info.upper_off;
+    match k.proto {
+        proto::ESP => {}
+        proto::UDP if tables.udp_encap_ports.contains(&k.dport) => {
+            let u = UdpPacket::new_checked(d.get(info.upper_off..info.total_len).unwrap_or(&[]))
+                .map_err(|_| (DropReason::Malformed, None))?;
+            let p = u.payload();
+            // RFC 3948 §2.2/2.3: a NAT keepalive is one 0xff byte; IKE starts with a zero
+            // non-ESP marker. Neither is for the data plane.
+            if p == [0xff] || p.len() < 4 || p[..4] == [0, 0, 0, 0] {
+                return Err((DropReason::IkeOrKeepalive, None));
+            }
+            esp_off += 8;
+        }
+        _ => return Ok(Classified::Plain),
+    }
+    if info.is_fragment {
+        return Err((DropReason::Fragment, None));
+    }
+    let e = esp::EspPacket::new_checked(d.get(esp_off..info.total_len).unwrap_or(&[]))
+        .map_err(|_| (DropReason::Truncated, None))?;
+    let sa_idx = *tables.sa_in_by_spi.get(&e.spi()).ok_or((DropReason::NoSa, None))?;
+    let sa = &tables.sas[sa_idx as usize];
+    let body = info.total_len - esp_off - esp::HEADER_LEN;
+    let min = 8 + esp::TRAILER_LEN + sa.icv_len;
+    if body < min {
+        return Err((DropReason::Truncated, Some(sa_idx)));
+    }
+    if let Mode::Tunnel { local, .. } = sa.mode {
+        if local.is_ipv4() != k.v4 {
+            return Err((DropReason::SaMismatch, Some(sa_idx)));
+        }
+    }
+    let nh_at = if k.v4 {
+        9
+    } else {
+        Ipv6Packet::new_checked(d).and_then(|v| v.upper_layer()).map(|u| u.next_header_at).unwrap_or(6)
+    };
+    Ok(Classified::Esp(OpenJob {
+        sa: sa_idx,
+        seq_low: e.seq(),
+        ip_hdr_len: info.upper_off,
+        esp_off,
+        text_off: esp_off + ESP_HDR_IV,
+        text_len: body - 8 - sa.icv_len,
+        nh_at,
+        outer_tos: info.tos,
+        outer_v4: k.v4,
+    }))
+}
+
+/// The explicit IV of an inbound packet.
+pub fn iv(pkt: &Packet, job: &OpenJob) -> [u8; 8] {
+    let mut iv = [0u8; 8];
+    iv.copy_from_slice(&pkt.data()[job.esp_off + 8..job.esp_off + 16]);
+    iv
+}
+
+/// Authenticates and decrypts one ESP packet (`[ESP header][IV][text][ICV]`) in place and
+/// returns the length of the text. `seq` is the full sequence number (with ESN, its high
+/// half comes from the replay window). The pipeline does the same for whole bursts.
+pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReason> {
+    let text_len = esp.len().checked_sub(ESP_HDR_IV + sa.icv_len).ok_or(DropReason::Truncated)?;
+    let mut iv = [0u8; 8];
+    iv.copy_from_slice(&esp[8..16]);
+    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
+    let mut ops = [espgw_crypto::AeadOp { nonce, aad, aad_len, buf: &mut esp[ESP_HDR_IV..] }];
+    let mut ok = [false];
+    sa.key.open_burst(&mut ops, &mut ok);
+    if ok[0] {
+        Ok(text_len)
+    } else {
+        Err(DropReason::AuthFailed)
+    }
+}
+
+/// RFC 6040 §4.2: the inner ECN field after decapsulation, or `None` to drop.
+pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
+    const NOT_ECT: u8 = 0;
+    const ECT1: u8 = 1;
+    const ECT0: u8 = 2;
+    const CE: u8 = 3;
+    match (inner, outer) {
+        (NOT_ECT, CE) => None,
+        (NOT_ECT, _) => Some(NOT_ECT),
+        (ECT0, ECT1) => Some(ECT1),
+        (ECT0 | ECT1, CE) => Some(CE),
+        (i, _) => Some(i),
+    }
+}
+
+/// Removes the ESP encapsulation from an authenticated, decrypted packet. On success the
+/// packet holds the inner IP packet (tunnel) or the restored IP packet (transport).
+pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropReason> {
+    let text = pkt.data().get(job.text_off..job.text_off + job.text_len).ok_or(DropReason::Truncated)?;
+    let t = esp::parse_trailer(text).map_err(|_| DropReason::BadPadding)?;
+    if t.next_header == proto::NO_NEXT {
+        return Err(DropReason::Dummy);
+    }
+    match sa.mode {
+        Mode::Tunnel { .. } => {
+            let inner_v4 = match t.next_header {
+                proto::IPIP => true,
+                proto::IPV6 => false,
+                _ => return Err(DropReason::BadNextHeader),
+            };
+            pkt.pull_front(job.text_off);
+            pkt.truncate(t.payload_len);
+            let d = pkt.data_mut();
+            let outer_ecn = job.outer_tos & 3;
+            // The inner packet may be followed by TFC padding (RFC 4303 §2.7): trim to its
+            // own length.
+            let inner_len = if inner_v4 {
+                let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+                let tos = ip.tos();
+                let ecn = ecn_decap(outer_ecn, tos & 3).ok_or(DropReason::EcnDrop)?;
+                if ecn != tos & 3 {
+                    ip.set_tos((tos & !3) | ecn);
+                    ip.fill_checksum();
+                }
+                ip.total_len()
+            } else {
+                let mut ip = Ipv6Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+                let tc = ip.traffic_class();
+                let ecn = ecn_decap(outer_ecn, tc & 3).ok_or(DropReason::EcnDrop)?;
+                if ecn != tc & 3 {
+                    ip.set_traffic_class((tc & !3) | ecn);
+                }
+                ip.total_len()
+            };
+            pkt.truncate(inner_len);
+            Ok(())
+        }
+        Mode::Transport => {
+            let hdr = job.ip_hdr_len;
+            pkt.truncate(job.text_off + t.payload_len);
+            if !pkt.close_gap(hdr, job.text_off - hdr) {
+                return Err(DropReason::Malformed);
+            }
+            let total = pkt.len();
+            let d = pkt.data_mut();
+            d[job.nh_at] = t.next_header;
+            if job.outer_v4 {
+                let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+                ip.set_total_len(u16::try_from(total).map_err(|_| DropReason::Malformed)?);
+                ip.fill_checksum();
+            } else {
+                let plen = u16::try_from(total - 40).map_err(|_| DropReason::Malformed)?;
+                d[4..6].copy_from_slice(&plen.to_be_bytes());
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ecn_decap;
+
+    #[test]
+    fn rfc6040_decapsulation_table() {
+        // ecn_decap(outer, inner), RFC 6040 Figure 4.
+        assert_eq!(ecn_decap(0, 0), Some(0));
+        assert_eq!(ecn_decap(3, 0), None);
+        assert_eq!(ecn_decap(1, 2), Some(1));
+        assert_eq!(ecn_decap(3, 2), Some(3));
+        assert_eq!(ecn_decap(3, 1), Some(3));
+        assert_eq!(ecn_decap(2, 3), Some(3));
+        assert_eq!(ecn_decap(0, 3), Some(3));
+    }
+}

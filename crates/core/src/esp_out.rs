@@ -1,0 +1,195 @@
+//! Outbound ESP (RFC 4303 §3.3) with AES-GCM (RFC 4106): encapsulation around the packet,
+//! leaving the encryption itself to a burst call of the crypto provider.
+//!
+//! Tunnel mode:    `[outer IP][UDP?][ESP hdr][IV][inner IP packet][pad][pl][nh][ICV]`
+//! Transport mode: `[IP hdr][UDP?][ESP hdr][IV][upper layer][pad][pl][nh][ICV]`
+//!
+//! The 8-byte explicit IV is the 64-bit sequence number: unique per key because sequence
+//! numbers never repeat or wrap under one SA (RFC 4106 §3.1 allows any unique value).
+
+use espgw_config::Mode;
+use espgw_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use espgw_wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use espgw_wire::{esp, proto, udp};
+
+use crate::counters::DropReason;
+use crate::flow::IpInfo;
+use crate::packet::Packet;
+use crate::sa::Sa;
+
+/// ESP header plus the explicit IV.
+pub const ESP_HDR_IV: usize = esp::HEADER_LEN + 8;
+
+/// What the crypto call needs for one packet, and what to fix afterwards.
+#[derive(Debug, Clone, Copy)]
+pub struct SealJob {
+    pub nonce: [u8; 12],
+    pub aad: [u8; 12],
+    pub aad_len: u8,
+    /// Offset of the text to encrypt inside the packet, and its length without the ICV.
+    pub text_off: usize,
+    pub text_len: usize,
+    /// Offset of a UDP header whose checksum must be filled after encryption (IPv6 outer).
+    pub udp_v6_checksum_at: Option<usize>,
+    /// Destination for routing: family and address of the packet as it leaves.
+    pub route_v4: bool,
+    pub route_dst: u128,
+}
+
+/// Appends padding, pad length and next header after the first `payload_end` bytes, and
+/// room for the ICV. Returns the text length (payload + trailer).
+fn add_trailer(pkt: &mut Packet, payload_start: usize, payload_end: usize, next_header: u8, icv: usize) -> Result<usize, DropReason> {
+    let payload_len = payload_end - payload_start;
+    let pad = esp::pad_len(payload_len, 4);
+    let d = pkt.push_back(pad + esp::TRAILER_LEN + icv).ok_or(DropReason::TooBig)?;
+    esp::emit_trailer(&mut d[payload_end..payload_end + pad + esp::TRAILER_LEN], next_header)
+        .map_err(|_| DropReason::TooBig)?;
+    Ok(payload_len + pad + esp::TRAILER_LEN)
+}
+
+fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
+    let _ = esp::emit_header(&mut d[at..], sa.spi, seq as u32);
+    d[at + 8..at + 16].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// Encapsulates the IP packet in `pkt` (which starts at its IP header; `info` describes
+/// it) for `sa` with sequence number `seq`. The text is left in plaintext for the burst
+/// crypto call.
+pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result<SealJob, DropReason> {
+    pkt.truncate(info.total_len);
+    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, seq.to_be_bytes());
+    let icv = sa.icv_len;
+    let udp_len = if sa.udp.is_some() { udp::HEADER_LEN } else { 0 };
+    match sa.mode {
+        Mode::Tunnel { local, remote } => {
+            let inner_len = info.total_len;
+            let nh = if info.key.v4 { proto::IPIP } else { proto::IPV6 };
+            let text_len = add_trailer(pkt, 0, inner_len, nh, icv)?;
+            let outer_v4 = local.is_ipv4();
+            let ip_len = if outer_v4 { 20 } else { ipv6::HEADER_LEN };
+            let front = ip_len + udp_len + ESP_HDR_IV;
+            pkt.push_front(front).ok_or(DropReason::TooBig)?;
+            let total = pkt.len();
+            let d = pkt.data_mut();
+            write_esp_header(d, ip_len + udp_len, sa, seq);
+            let mut udp_v6_checksum_at = None;
+            if let Some(u) = sa.udp {
+                udp::emit(&mut d[ip_len..], u.src_port, u.dst_port, total - ip_len - udp::HEADER_LEN)
+                    .map_err(|_| DropReason::TooBig)?;
+                if !outer_v4 {
+                    udp_v6_checksum_at = Some(ip_len);
+                }
+            }
+            let protocol = if sa.udp.is_some() { proto::UDP } else { proto::ESP };
+            // RFC 4301 §5.1.2.1 / RFC 6040 normal mode: DSCP and ECN copied from the inner header.
+            let (route_v4, route_dst) = match (local, remote) {
+                (std::net::IpAddr::V4(l), std::net::IpAddr::V4(r)) => {
+                    Ipv4Repr {
+                        src: l,
+                        dst: r,
+                        protocol,
+                        tos: info.tos,
+                        ttl: sa.ttl,
+                        ident: seq as u16,
+                        dont_fragment: info.key.v4 && info.dont_fragment,
+                        payload_len: total - 20,
+                    }
+                    .emit(d)
+                    .map_err(|_| DropReason::TooBig)?;
+                    (true, u128::from(u32::from(r)))
+                }
+                (std::net::IpAddr::V6(l), std::net::IpAddr::V6(r)) => {
+                    Ipv6Repr {
+                        src: l,
+                        dst: r,
+                        next_header: protocol,
+                        traffic_class: info.tos,
+                        flow_label: 0,
+                        hop_limit: sa.ttl,
+                        payload_len: total - ipv6::HEADER_LEN,
+                    }
+                    .emit(d)
+                    .map_err(|_| DropReason::TooBig)?;
+                    (false, u128::from(r))
+                }
+                _ => return Err(DropReason::SaMismatch),
+            };
+            Ok(SealJob { nonce, aad, aad_len, text_off: front, text_len, udp_v6_checksum_at, route_v4, route_dst })
+        }
+        Mode::Transport => {
+            // Headers that stay in front of ESP, and the byte that names what follows them.
+            let (hdr_len, nh_at) = if info.key.v4 {
+                (info.upper_off, 9)
+            } else {
+                let v6 = Ipv6Packet::new_checked(pkt.data()).map_err(|_| DropReason::Malformed)?;
+                let u = v6.upper_layer().map_err(|_| DropReason::Malformed)?;
+                (u.per_hop_end, u.per_hop_next_header_at)
+            };
+            let next_header = *pkt.data().get(nh_at).ok_or(DropReason::Malformed)?;
+            let text_len = add_trailer(pkt, hdr_len, info.total_len, next_header, icv)?;
+            let gap = udp_len + ESP_HDR_IV;
+            if !pkt.open_gap(hdr_len, gap) {
+                return Err(DropReason::TooBig);
+            }
+            let total = pkt.len();
+            let d = pkt.data_mut();
+            write_esp_header(d, hdr_len + udp_len, sa, seq);
+            let protocol = if sa.udp.is_some() { proto::UDP } else { proto::ESP };
+            let mut udp_v6_checksum_at = None;
+            if let Some(u) = sa.udp {
+                udp::emit(&mut d[hdr_len..], u.src_port, u.dst_port, total - hdr_len - udp::HEADER_LEN)
+                    .map_err(|_| DropReason::TooBig)?;
+                if !info.key.v4 {
+                    udp_v6_checksum_at = Some(hdr_len);
+                }
+            }
+            d[nh_at] = protocol;
+            if info.key.v4 {
+                let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+                ip.set_total_len(u16::try_from(total).map_err(|_| DropReason::TooBig)?);
+                ip.fill_checksum();
+            } else {
+                let plen = u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
+                d[4..6].copy_from_slice(&plen.to_be_bytes());
+            }
+            Ok(SealJob {
+                nonce,
+                aad,
+                aad_len,
+                text_off: hdr_len + gap,
+                text_len,
+                udp_v6_checksum_at,
+                route_v4: info.key.v4,
+                route_dst: info.key.dst,
+            })
+        }
+    }
+}
+
+/// Work left after encryption: the UDP checksum of ESP-in-UDP over IPv6, which covers the
+/// ciphertext.
+pub fn finish(pkt: &mut Packet, job: &SealJob) {
+    let Some(at) = job.udp_v6_checksum_at else { return };
+    let d = pkt.data_mut();
+    let Ok(v6) = Ipv6Packet::new_checked(&*d) else { return };
+    let (src, dst) = (v6.src(), v6.dst());
+    let len = d.len() - at;
+    let sum = ipv6::pseudo_header_sum(src, dst, proto::UDP, len);
+    udp::fill_checksum(&mut d[at..], sum);
+}
+
+/// Seals one ESP packet in place: `esp` is `[ESP header][IV][text][room for the ICV]` with
+/// the text (payload and trailer) already written. Writes SPI, sequence number and `iv`,
+/// encrypts and appends the ICV. The pipeline does the same for whole bursts; this form
+/// serves known-answer tests and tools.
+pub fn seal_packet(sa: &Sa, seq: u64, iv: [u8; 8], esp: &mut [u8]) -> Result<(), DropReason> {
+    if esp.len() < ESP_HDR_IV + sa.icv_len {
+        return Err(DropReason::Truncated);
+    }
+    let _ = esp::emit_header(esp, sa.spi, seq as u32);
+    esp[8..16].copy_from_slice(&iv);
+    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
+    let mut ops = [espgw_crypto::AeadOp { nonce, aad, aad_len, buf: &mut esp[ESP_HDR_IV..] }];
+    sa.key.seal_burst(&mut ops);
+    Ok(())
+}

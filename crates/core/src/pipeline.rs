@@ -1,0 +1,361 @@
+//! The data-plane pipeline, run to completion on bursts of packets.
+//!
+//! Outbound: parse -> SPD -> (per run of packets of one SA: sequence numbers, ESP
+//! encapsulation, one burst crypto call) -> route -> Ethernet header.
+//!
+//! Inbound: parse -> ESP? SA by SPI -> (per run of one SA: replay pre-check, one burst
+//! crypto call that authenticates and decrypts, replay window update) -> trailer and
+//! decapsulation -> inbound policy check -> route -> Ethernet header. Plaintext that a
+//! policy says must be protected is dropped.
+//!
+//! Every stage walks the whole burst before the next one starts, which keeps code and
+//! tables hot and hands the crypto library many packets per call. Nothing here allocates
+//! per packet; the only per-burst allocation is the list of crypto operations.
+
+use std::sync::Arc;
+
+use espgw_config::Direction;
+use espgw_crypto::AeadOp;
+use espgw_wire::ethernet::{self, EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+
+use crate::counters::{DropReason, WorkerCounters};
+use crate::esp_in::{self, Classified, OpenJob};
+use crate::esp_out::{self, SealJob};
+use crate::flow::{parse_ip, IpInfo};
+use crate::packet::{Packet, Verdict};
+use crate::spd::SpdAction;
+use crate::tables::Tables;
+
+#[derive(Clone, Copy)]
+enum Slot {
+    /// Verdict already set.
+    Done,
+    /// Ready for routing on this destination.
+    Route { v4: bool, dst: u128 },
+    /// To be protected by SA `sa`.
+    Seal { sa: u32, info: IpInfo },
+    Sealed(SealJob),
+    /// ESP for SA `job.sa`, with its full sequence number once inferred.
+    Open { job: OpenJob, seq: u64 },
+}
+
+/// One worker's pipeline over a table snapshot.
+pub struct Pipeline {
+    tables: Arc<Tables>,
+    pub counters: WorkerCounters,
+    slots: Vec<Slot>,
+    oks: Vec<bool>,
+}
+
+impl Pipeline {
+    pub fn new(tables: Arc<Tables>) -> Self {
+        Pipeline { tables, counters: WorkerCounters::default(), slots: Vec::new(), oks: Vec::new() }
+    }
+
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// Starts using a new snapshot (from the next burst on).
+    pub fn set_tables(&mut self, t: Arc<Tables>) {
+        self.tables = t;
+    }
+
+    fn drop_pkt(&mut self, p: &mut Packet, r: DropReason) {
+        p.verdict = Verdict::Drop(r);
+        self.counters.drop(r);
+    }
+
+    /// Runs a burst through the pipeline in `dir`; each packet's `verdict` says what to do
+    /// with it afterwards (its buffer then holds the frame to send).
+    pub fn process(&mut self, dir: Direction, pkts: &mut [Packet]) {
+        let t = self.tables.clone();
+        self.slots.clear();
+        for p in pkts.iter_mut() {
+            self.counters.rx_packets += 1;
+            self.counters.rx_bytes += p.len() as u64;
+            let slot = match ingress(p) {
+                Err(r) => {
+                    self.drop_pkt(p, r);
+                    Slot::Done
+                }
+                Ok(info) => match dir {
+                    Direction::Out => self.classify_out(&t, p, info),
+                    Direction::In => self.classify_in(&t, p, info),
+                },
+            };
+            self.slots.push(slot);
+        }
+        let n = pkts.len();
+        let mut i = 0;
+        while i < n {
+            let key = match self.slots[i] {
+                Slot::Seal { sa, .. } => (0, sa),
+                Slot::Open { job, .. } => (1, job.sa),
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let mut j = i + 1;
+            while j < n
+                && match self.slots[j] {
+                    Slot::Seal { sa, .. } => key == (0, sa),
+                    Slot::Open { job, .. } => key == (1, job.sa),
+                    _ => false,
+                }
+            {
+                j += 1;
+            }
+            if key.0 == 0 {
+                self.seal_run(&t, key.1, &mut pkts[i..j], i);
+            } else {
+                self.open_run(&t, key.1, &mut pkts[i..j], i);
+            }
+            i = j;
+        }
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if let Slot::Route { v4, dst } = self.slots[k] {
+                self.route(&t, p, v4, dst);
+            }
+        }
+    }
+
+    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
+        match t.spd_out.lookup(&info.key) {
+            None => {
+                self.drop_pkt(p, DropReason::NoPolicy);
+                Slot::Done
+            }
+            Some(SpdAction::Discard) => {
+                self.drop_pkt(p, DropReason::PolicyDiscard);
+                Slot::Done
+            }
+            Some(SpdAction::Bypass) => {
+                self.counters.bypassed += 1;
+                p.truncate(info.total_len);
+                Slot::Route { v4: info.key.v4, dst: info.key.dst }
+            }
+            Some(SpdAction::Protect(sa)) => Slot::Seal { sa, info },
+        }
+    }
+
+    fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
+        match esp_in::classify(p, &info, t) {
+            Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
+            Ok(Classified::Plain) => match t.spd_in.lookup(&info.key) {
+                Some(SpdAction::Bypass) => {
+                    self.counters.bypassed += 1;
+                    p.truncate(info.total_len);
+                    Slot::Route { v4: info.key.v4, dst: info.key.dst }
+                }
+                Some(SpdAction::Protect(_)) => {
+                    self.drop_pkt(p, DropReason::PlaintextProtected);
+                    Slot::Done
+                }
+                Some(SpdAction::Discard) => {
+                    self.drop_pkt(p, DropReason::PolicyDiscard);
+                    Slot::Done
+                }
+                None => {
+                    self.drop_pkt(p, DropReason::NoPolicy);
+                    Slot::Done
+                }
+            },
+            Err((r, sa)) => {
+                if let Some(sa) = sa {
+                    t.sas[sa as usize].state.counters.drop(r, 1);
+                }
+                self.drop_pkt(p, r);
+                Slot::Done
+            }
+        }
+    }
+
+    /// Encrypts a run of packets that all use SA `sa_idx`; `base` is the run's index in
+    /// the burst.
+    fn seal_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
+        let sa = &t.sas[sa_idx as usize];
+        let n = pkts.len() as u64;
+        let allowed = sa.lifetime_allowance(n);
+        let (first, granted) = if allowed > 0 { sa.reserve_seq(allowed) } else { (0, 0) };
+        let mut bytes = 0u64;
+        let mut sealed = 0u64;
+        for (k, p) in pkts.iter_mut().enumerate() {
+            let slot = &mut self.slots[base + k];
+            let Slot::Seal { info, .. } = *slot else { continue };
+            let k = k as u64;
+            let res = if k >= granted {
+                Err(if k >= allowed { DropReason::LifetimeExpired } else { DropReason::SeqExhausted })
+            } else {
+                esp_out::encapsulate(p, sa, first + k, &info)
+            };
+            match res {
+                Ok(job) => {
+                    *slot = Slot::Sealed(job);
+                    bytes += info.total_len as u64;
+                    sealed += 1;
+                }
+                Err(r) => {
+                    *slot = Slot::Done;
+                    sa.state.counters.drop(r, 1);
+                    p.verdict = Verdict::Drop(r);
+                    self.counters.drop(r);
+                }
+            }
+        }
+        let icv = sa.icv_len;
+        let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(sealed as usize);
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if let Slot::Sealed(job) = self.slots[base + k] {
+                let d = p.data_mut();
+                ops.push(AeadOp {
+                    nonce: job.nonce,
+                    aad: job.aad,
+                    aad_len: job.aad_len,
+                    buf: &mut d[job.text_off..job.text_off + job.text_len + icv],
+                });
+            }
+        }
+        sa.key.seal_burst(&mut ops);
+        drop(ops);
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if let Slot::Sealed(job) = self.slots[base + k] {
+                esp_out::finish(p, &job);
+                self.slots[base + k] = Slot::Route { v4: job.route_v4, dst: job.route_dst };
+            }
+        }
+        self.counters.encrypted += sealed;
+        sa.state.counters.add(sealed, bytes);
+    }
+
+    /// Authenticates, decrypts and decapsulates a run of ESP packets of SA `sa_idx`.
+    fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
+        let sa = &t.sas[sa_idx as usize];
+        let mut replayed = 0u64;
+        // 1. Replay pre-check: no crypto is spent on a replayed or too old packet.
+        {
+            let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, p) in pkts.iter_mut().enumerate() {
+                let slot = &mut self.slots[base + k];
+                let Slot::Open { job, seq } = slot else { continue };
+                match w.infer(job.seq_low, sa.esn) {
+                    Some(s) if w.check(s) => *seq = s,
+                    _ => {
+                        *slot = Slot::Done;
+                        p.verdict = Verdict::Drop(DropReason::Replay);
+                        replayed += 1;
+                    }
+                }
+            }
+        }
+        // 2. One crypto call: authenticate and decrypt.
+        let icv = sa.icv_len;
+        let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(pkts.len());
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if let Slot::Open { job, seq } = self.slots[base + k] {
+                let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, esp_in::iv(p, &job));
+                let d = p.data_mut();
+                ops.push(AeadOp { nonce, aad, aad_len, buf: &mut d[job.text_off..job.text_off + job.text_len + icv] });
+            }
+        }
+        self.oks.clear();
+        self.oks.resize(ops.len(), false);
+        sa.key.open_burst(&mut ops, &mut self.oks);
+        drop(ops);
+        // 3. Window update for authentic packets, under one lock.
+        let mut auth_failed = 0u64;
+        {
+            let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            let mut o = 0;
+            for (k, p) in pkts.iter_mut().enumerate() {
+                let slot = &mut self.slots[base + k];
+                let Slot::Open { seq, .. } = *slot else { continue };
+                let ok = self.oks[o];
+                o += 1;
+                let r = if !ok {
+                    auth_failed += 1;
+                    DropReason::AuthFailed
+                } else if !w.check_and_update(seq) {
+                    replayed += 1;
+                    DropReason::Replay
+                } else {
+                    continue;
+                };
+                *slot = Slot::Done;
+                p.verdict = Verdict::Drop(r);
+            }
+        }
+        self.counters.drops[DropReason::Replay as usize] += replayed;
+        self.counters.drops[DropReason::AuthFailed as usize] += auth_failed;
+        sa.state.counters.drop(DropReason::Replay, replayed);
+        sa.state.counters.drop(DropReason::AuthFailed, auth_failed);
+        // 4. Trailer, decapsulation, inbound policy.
+        let mut good = 0u64;
+        let mut bytes = 0u64;
+        for (k, p) in pkts.iter_mut().enumerate() {
+            let Slot::Open { job, .. } = self.slots[base + k] else { continue };
+            let res = esp_in::decapsulate(p, &job, sa).and_then(|()| {
+                let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+                match t.spd_in.lookup(&info.key) {
+                    Some(SpdAction::Protect(i)) if i == sa_idx => Ok(info),
+                    _ => Err(DropReason::PolicyMismatch),
+                }
+            });
+            match res {
+                Ok(info) => {
+                    good += 1;
+                    bytes += info.total_len as u64;
+                    self.slots[base + k] = Slot::Route { v4: info.key.v4, dst: info.key.dst };
+                }
+                Err(r) => {
+                    self.slots[base + k] = Slot::Done;
+                    sa.state.counters.drop(r, 1);
+                    self.drop_pkt(p, r);
+                }
+            }
+        }
+        self.counters.decrypted += good;
+        sa.state.counters.add(good, bytes);
+    }
+
+    fn route(&mut self, t: &Tables, p: &mut Packet, v4: bool, dst: u128) {
+        let Some(port) = t.routes.lookup(v4, dst) else {
+            return self.drop_pkt(p, DropReason::NoRoute);
+        };
+        let Some(mac) = t.neighbours.lookup(port, v4, dst) else {
+            return self.drop_pkt(p, DropReason::NoRoute);
+        };
+        let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
+        let Some(d) = p.push_front(ethernet::HEADER_LEN) else {
+            return self.drop_pkt(p, DropReason::TooBig);
+        };
+        let _ = ethernet::emit(d, mac, src, if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 });
+        p.verdict = Verdict::Forward(port);
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += p.len() as u64;
+    }
+}
+
+/// Strips the Ethernet header (and VLAN tag) and parses the IP header.
+fn ingress(p: &mut Packet) -> Result<IpInfo, DropReason> {
+    let (hl, et) = {
+        let e = EthernetFrame::new_checked(p.data()).map_err(|_| DropReason::Malformed)?;
+        (e.header_len(), e.ethertype())
+    };
+    if et != ETHERTYPE_IPV4 && et != ETHERTYPE_IPV6 {
+        return Err(DropReason::NotIp);
+    }
+    p.pull_front(hl);
+    let info = parse_ip(p.data())?;
+    if (et == ETHERTYPE_IPV4) != info.key.v4 {
+        return Err(DropReason::Malformed);
+    }
+    if info.key.v4 {
+        let ok = espgw_wire::ipv4::Ipv4Packet::new_checked(p.data()).is_ok_and(|ip| ip.verify_checksum());
+        if !ok {
+            return Err(DropReason::Malformed);
+        }
+    }
+    Ok(info)
+}

@@ -1,0 +1,143 @@
+//! Security associations: the immutable part (keys, mode, endpoints) that lives in the
+//! table snapshot, and the mutable part ([`SaState`]: sequence numbers, replay window,
+//! counters) that is shared by workers and survives table swaps.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use espgw_config::{Direction, Lifetime, Mode, SaConfig, UdpEncap};
+use espgw_crypto::AeadKey;
+
+use crate::counters::SaCounters;
+use crate::replay::ReplayWindow;
+
+/// Mutable state of one SA.
+#[derive(Debug)]
+pub struct SaState {
+    /// Outbound: the last sequence number used.
+    last_seq: AtomicU64,
+    /// Inbound: the replay window. Locked once per burst of this SA, never per packet.
+    pub replay: Mutex<ReplayWindow>,
+    pub counters: SaCounters,
+    pub soft_expired: AtomicBool,
+    pub hard_expired: AtomicBool,
+    /// The sequence number space is used up; the SA is retired.
+    pub exhausted: AtomicBool,
+}
+
+impl SaState {
+    pub fn new(initial_seq: u64, replay_window: u32) -> Self {
+        SaState {
+            last_seq: AtomicU64::new(initial_seq),
+            replay: Mutex::new(ReplayWindow::new(replay_window)),
+            counters: SaCounters::default(),
+            soft_expired: AtomicBool::new(false),
+            hard_expired: AtomicBool::new(false),
+            exhausted: AtomicBool::new(false),
+        }
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::Relaxed)
+    }
+}
+
+/// One SA as the data plane uses it.
+pub struct Sa {
+    pub spi: u32,
+    pub direction: Direction,
+    pub mode: Mode,
+    pub key: Arc<dyn AeadKey>,
+    pub salt: [u8; 4],
+    pub icv_len: usize,
+    pub esn: bool,
+    pub udp: Option<UdpEncap>,
+    pub ttl: u8,
+    pub lifetime: Lifetime,
+    pub label: String,
+    pub state: Arc<SaState>,
+    /// The configuration it was built from (for reports and reload comparison).
+    pub config: SaConfig,
+}
+
+impl Sa {
+    /// The largest sequence number this SA may send.
+    pub fn max_seq(&self) -> u64 {
+        if self.esn {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        }
+    }
+
+    /// Reserves up to `n` consecutive sequence numbers for one burst: returns the first
+    /// and how many were granted. Numbers never wrap: once the space is used up the SA is
+    /// retired (RFC 4303 §3.3.3) and every later packet is refused.
+    pub fn reserve_seq(&self, n: u64) -> (u64, u64) {
+        let max = self.max_seq();
+        let mut cur = self.state.last_seq.load(Ordering::Relaxed);
+        loop {
+            let take = n.min(max - cur);
+            if take == 0 {
+                self.state.exhausted.store(true, Ordering::Relaxed);
+                return (0, 0);
+            }
+            match self.state.last_seq.compare_exchange_weak(cur, cur + take, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return (cur + 1, take),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// How many more packets the hard lifetime allows (checks bytes too, per burst), and
+    /// marks soft expiry.
+    pub fn lifetime_allowance(&self, want: u64) -> u64 {
+        let c = &self.state.counters;
+        let (pk, by) = (c.packets(), c.bytes());
+        let l = &self.lifetime;
+        if l.soft_packets.is_some_and(|s| pk >= s) || l.soft_bytes.is_some_and(|s| by >= s) {
+            self.state.soft_expired.store(true, Ordering::Relaxed);
+        }
+        if l.hard_bytes.is_some_and(|h| by >= h) {
+            self.state.hard_expired.store(true, Ordering::Relaxed);
+            return 0;
+        }
+        match l.hard_packets {
+            Some(h) => {
+                let left = h.saturating_sub(pk);
+                if left == 0 {
+                    self.state.hard_expired.store(true, Ordering::Relaxed);
+                }
+                left.min(want)
+            }
+            None => want,
+        }
+    }
+
+    /// The AES-GCM nonce (salt || explicit IV, RFC 4106 §4) and the AAD (SPI || sequence
+    /// number; with ESN SPI || high 32 bits || low 32 bits, RFC 4106 §5) of a packet.
+    pub fn nonce_and_aad(&self, seq: u64, iv: [u8; 8]) -> ([u8; 12], [u8; 12], u8) {
+        let mut nonce = [0u8; 12];
+        nonce[..4].copy_from_slice(&self.salt);
+        nonce[4..].copy_from_slice(&iv);
+        let mut aad = [0u8; 12];
+        aad[..4].copy_from_slice(&self.spi.to_be_bytes());
+        let aad_len = if self.esn {
+            aad[4..12].copy_from_slice(&seq.to_be_bytes());
+            12
+        } else {
+            aad[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
+            8
+        };
+        (nonce, aad, aad_len)
+    }
+
+    /// Tunnel endpoints as numbers, if tunnel mode: (v4, local, remote).
+    pub fn tunnel(&self) -> Option<(bool, IpAddr, IpAddr)> {
+        match self.mode {
+            Mode::Tunnel { local, remote } => Some((local.is_ipv4(), local, remote)),
+            Mode::Transport => None,
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The security policy database (RFC 4301 §4.4.1): ordered rules on addresses, protocol
+//! and ports, each with an action.
+//!
+//! Precedence: the higher `priority` wins; among equal priorities the rule listed first.
+//!
+//! Lookup is a tuple-space search (as Open vSwitch classifies flows): rules are grouped by
+//! their (source prefix length, destination prefix length) pair, and each group is a hash
+//! table keyed by the masked addresses. A lookup probes one hash table per group, in
+//! order of the best rule each group holds, and stops as soon as no remaining group can
+//! beat what it found. Configurations have few distinct prefix-length pairs, so a lookup
+//! costs a handful of probes whether there are 10 rules or 10,000.
+
+use rustc_hash::FxHashMap;
+
+use espgw_config::{mask, Range};
+
+use crate::flow::FlowKey;
+
+/// What a matching rule says. `Protect` holds the index of the SA in the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpdAction {
+    Protect(u32),
+    Bypass,
+    Discard,
+}
+
+/// One rule, as the tables hold it.
+#[derive(Debug, Clone)]
+pub struct SpdRule {
+    pub v4: bool,
+    pub src: u128,
+    pub src_len: u8,
+    pub dst: u128,
+    pub dst_len: u8,
+    pub proto: Range<u8>,
+    pub sport: Range<u16>,
+    pub dport: Range<u16>,
+    pub priority: i64,
+    pub action: SpdAction,
+}
+
+impl SpdRule {
+    fn matches_rest(&self, k: &FlowKey) -> bool {
+        self.proto.contains(k.proto) && self.sport.contains(k.sport) && self.dport.contains(k.dport)
+    }
+}
+
+/// Larger is better: priority first, then the earlier position.
+type Rank = u128;
+
+fn rank(priority: i64, position: usize) -> Rank {
+    let p = (priority as i128 - i64::MIN as i128) as u128;
+    (p << 32) | u128::from(u32::MAX - position as u32)
+}
+
+struct Group {
+    src_mask: u128,
+    dst_mask: u128,
+    best: Rank,
+    /// Masked (src, dst) -> rule indices, best first.
+    map: FxHashMap<(u128, u128), Vec<u32>>,
+}
+
+#[derive(Default)]
+struct Family {
+    /// Groups, best first.
+    groups: Vec<Group>,
+}
+
+/// An immutable, compiled SPD of one direction.
+pub struct Spd {
+    rules: Vec<SpdRule>,
+    ranks: Vec<Rank>,
+    v4: Family,
+    v6: Family,
+}
+
+impl Spd {
+    pub fn new(rules: Vec<SpdRule>) -> Self {
+        let ranks: Vec<Rank> = rules.iter().enumerate().map(|(i, r)| rank(r.priority, i)).collect();
+        let mut v4 = Family::default();
+        let mut v6 = Family::default();
+        for (i, r) in rules.iter().enumerate() {
+            let fam = if r.v4 { &mut v4 } else { &mut v6 };
+            let width = if r.v4 { 32 } else { 128 };
+            let (sm, dm) = (mask(width, r.src_len), mask(width, r.dst_len));
+            let g = match fam.groups.iter_mut().position(|g| g.src_mask == sm && g.dst_mask == dm) {
+                Some(g) => &mut fam.groups[g],
+                None => {
+                    fam.groups.push(Group { src_mask: sm, dst_mask: dm, best: 0, map: FxHashMap::default() });
+                    fam.groups.last_mut().expect("just pushed")
+                }
+            };
+            g.best = g.best.max(ranks[i]);
+            g.map.entry((r.src & sm, r.dst & dm)).or_default().push(i as u32);
+        }
+        for fam in [&mut v4, &mut v6] {
+            fam.groups.sort_by(|a, b| b.best.cmp(&a.best));
+            for g in &mut fam.groups {
+                for list in g.map.values_mut() {
+                    list.sort_by(|&a, &b| ranks[b as usize].cmp(&ranks[a as usize]));
+                }
+            }
+        }
+        Spd { rules, ranks, v4, v6 }
+    }
+
+    pub fn rules(&self) -> &[SpdRule] {
+        &self.rules
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The best matching rule's index.
+    pub fn lookup_index(&self, k: &FlowKey) -> Option<usize> {
+        let fam = if k.v4 { &self.v4 } else { &self.v6 };
+        let mut best: Option<(Rank, usize)> = None;
+        for g in &fam.groups {
+            if let Some((r, _)) = best {
+                if r >= g.best {
+                    break;
+                }
+            }
+            let Some(list) = g.map.get(&(k.src & g.src_mask, k.dst & g.dst_mask)) else { continue };
+            for &i in list {
+                let i = i as usize;
+                let r = self.ranks[i];
+                if best.is_some_and(|(b, _)| b >= r) {
+                    break;
+                }
+                if self.rules[i].matches_rest(k) {
+                    best = Some((r, i));
+                    break;
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// The action of the best matching rule.
+    pub fn lookup(&self, k: &FlowKey) -> Option<SpdAction> {
+        self.lookup_index(k).map(|i| self.rules[i].action)
+    }
+
+    /// The same answer by a linear scan: the reference the tests compare against.
+    pub fn lookup_linear(&self, k: &FlowKey) -> Option<usize> {
+        let mut best: Option<(Rank, usize)> = None;
+        for (i, r) in self.rules.iter().enumerate() {
+            let width = if r.v4 { 32 } else { 128 };
+            if r.v4 == k.v4
+                && k.src & mask(width, r.src_len) == r.src & mask(width, r.src_len)
+                && k.dst & mask(width, r.dst_len) == r.dst & mask(width, r.dst_len)
+                && r.matches_rest(k)
+                && best.is_none_or(|(b, _)| self.ranks[i] > b)
+            {
+                best = Some((self.ranks[i], i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use espgw_config::{ANY_PORT, ANY_PROTO};
+    use proptest::prelude::*;
+
+    fn rule(src: u32, sl: u8, dst: u32, dl: u8, prio: i64, action: SpdAction) -> SpdRule {
+        SpdRule {
+            v4: true,
+            src: src.into(),
+            src_len: sl,
+            dst: dst.into(),
+            dst_len: dl,
+            proto: ANY_PROTO,
+            sport: ANY_PORT,
+            dport: ANY_PORT,
+            priority: prio,
+            action,
+        }
+    }
+
+    fn key(src: u32, dst: u32, proto: u8, dport: u16) -> FlowKey {
+        FlowKey { v4: true, src: src.into(), dst: dst.into(), proto, sport: 1234, dport }
+    }
+
+    #[test]
+    fn priority_then_order() {
+        let net = 0xc633_6400; // 198.51.100.0
+        let host = 0xcb00_7107; // 203.0.113.7
+        let mut udp53 = rule(0, 0, host, 32, 0, SpdAction::Bypass);
+        udp53.proto = Range::new(17, 17);
+        udp53.dport = Range::new(53, 53);
+        let spd = Spd::new(vec![
+            rule(net, 24, 0xcb00_7100, 24, 0, SpdAction::Protect(0)),
+            udp53,
+            rule(0, 0, 0, 0, -10, SpdAction::Discard),
+            rule(net, 24, 0xcb00_7100, 24, 0, SpdAction::Protect(1)),
+        ]);
+        assert_eq!(spd.lookup(&key(net + 5, host, 17, 53)), Some(SpdAction::Protect(0)), "earlier rule wins a tie");
+        assert_eq!(spd.lookup(&key(0x0a00_0001, host, 17, 53)), Some(SpdAction::Bypass));
+        assert_eq!(spd.lookup(&key(0x0a00_0001, host, 6, 53)), Some(SpdAction::Discard));
+        let spd2 = Spd::new(vec![rule(0, 0, 0, 0, 5, SpdAction::Discard), rule(net, 24, 0, 0, 1, SpdAction::Bypass)]);
+        assert_eq!(spd2.lookup(&key(net + 1, 1, 6, 80)), Some(SpdAction::Discard), "higher priority wins");
+        assert_eq!(Spd::new(vec![]).lookup(&key(1, 2, 3, 4)), None);
+    }
+
+    proptest! {
+        /// The tuple-space search gives exactly the linear scan's answer.
+        #[test]
+        fn same_as_linear_scan(
+            rules in proptest::collection::vec((any::<u32>(), 0u8..=32, any::<u32>(), 0u8..=32, -3i64..3, 0u16..4, 0u8..3), 0..60),
+            keys in proptest::collection::vec((any::<u32>(), any::<u32>(), 0u16..6, 0u8..3), 1..60),
+        ) {
+            // Few distinct addresses so that rules overlap.
+            let addr = |a: u32| a & 0x0303_0303;
+            let rs: Vec<SpdRule> = rules.iter().enumerate().map(|(i, &(s, sl, d, dl, p, port, proto))| {
+                let mut r = rule(addr(s), sl % 9 * 4, addr(d), dl % 9 * 4, p, SpdAction::Protect(i as u32));
+                if port > 0 { r.dport = Range::new(port, port + 1); }
+                if proto > 0 { r.proto = Range::new(proto * 8, proto * 8); }
+                r
+            }).collect();
+            let spd = Spd::new(rs);
+            for (s, d, port, proto) in keys {
+                let k = key(addr(s), addr(d), proto * 8, port);
+                prop_assert_eq!(spd.lookup_index(&k), spd.lookup_linear(&k));
+            }
+        }
+    }
+}

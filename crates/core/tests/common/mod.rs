@@ -1,0 +1,39 @@
+//! Helpers shared by the core's integration tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use espgw_config::*;
+use espgw_core::Tables;
+use espgw_crypto::{AeadAlgorithm, CryptoProvider};
+use zeroize::Zeroizing;
+
+pub fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+/// An SA with the given parameters; everything else at its default.
+pub fn sa(spi: u32, direction: Direction, mode: Mode, key: &[u8], salt: [u8; 4], esn: bool) -> SaConfig {
+    SaConfig {
+        spi,
+        direction,
+        mode,
+        aead: AeadAlgorithm::from_key_len(key.len()).expect("key length"),
+        key: Zeroizing::new(key.to_vec()),
+        salt,
+        icv_len: 16,
+        esn,
+        initial_seq: 0,
+        replay_window: DEFAULT_REPLAY_WINDOW,
+        udp_encap: None,
+        lifetime: Lifetime::default(),
+        ttl: DEFAULT_TTL,
+        name: None,
+        loc: Location::default(),
+    }
+}
+
+pub fn tables(cfg: &Config, provider: &dyn CryptoProvider) -> Arc<Tables> {
+    Arc::new(Tables::build(cfg, provider, None).expect("tables"))
+}

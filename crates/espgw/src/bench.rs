@@ -1,0 +1,333 @@
+//! `espgw bench`: the data-plane benchmark on in-memory ports, compared in the same run
+//! with the raw AES-GCM speed of the crypto library on the same buffer sizes; and the SPD
+//! classification benchmark.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use espgw_config::{Config, Format, Range, ANY_PORT, ANY_PROTO};
+use espgw_core::flow::FlowKey;
+use espgw_core::packet::{PacketPool, Verdict};
+use espgw_core::spd::{Spd, SpdAction, SpdRule};
+use espgw_core::{Direction, Pipeline, Tables};
+use espgw_crypto::{AeadAlgorithm, AeadOp, CryptoProvider, ProviderChoice};
+use espgw_io::memory::MemoryPort;
+use espgw_io::Port;
+use serde_json::json;
+use zeroize_free::key_of;
+
+use crate::gen::{self, FlowSpec, L4, FCS_LEN};
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// The ESP pipeline on memory ports, outbound and inbound, against raw AES-GCM.
+    Dataplane {
+        /// Short trials (0.3 s) for a smoke run.
+        #[arg(long)]
+        quick: bool,
+        /// Seconds per trial.
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Frame sizes (FCS included) and/or "imix".
+        #[arg(long, value_delimiter = ',', default_value = "64,1420,imix")]
+        sizes: Vec<String>,
+        /// Algorithms.
+        #[arg(long, value_delimiter = ',', default_value = "aes-128-gcm,aes-256-gcm")]
+        algs: Vec<String>,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
+    /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
+    Spd {
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+mod zeroize_free {
+    /// A fixed benchmark key of `n` bytes.
+    pub fn key_of(n: usize) -> Vec<u8> {
+        (0..n as u8).map(|i| i.wrapping_mul(7).wrapping_add(3)).collect()
+    }
+}
+
+pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
+    match cmd {
+        BenchCmd::Dataplane { quick, seconds, sizes, algs, json } => {
+            let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
+            dataplane(crypto, secs, &sizes, &algs, json.as_deref())
+        }
+        BenchCmd::Spd { quick } => spd(quick),
+    }
+}
+
+fn parse_alg(s: &str) -> Result<AeadAlgorithm, String> {
+    match s {
+        "aes-128-gcm" => Ok(AeadAlgorithm::AesGcm128),
+        "aes-192-gcm" => Ok(AeadAlgorithm::AesGcm192),
+        "aes-256-gcm" => Ok(AeadAlgorithm::AesGcm256),
+        o => Err(format!("unknown algorithm '{o}'")),
+    }
+}
+
+/// The default configuration pair with `alg` keys; anti-replay off inbound (as
+/// ipsec-secgw runs by default), since the memory port replays the same packets.
+fn configs(alg: AeadAlgorithm) -> Result<(Config, Config), String> {
+    let mut out = Vec::new();
+    for (text, name) in [(espgw_config::DEFAULT_CONFIG, "default"), (espgw_config::DEFAULT_PEER_CONFIG, "peer")] {
+        let mut c = espgw_config::parse(text, name, Some(Format::Native)).map_err(|e| e.to_string())?;
+        for sa in &mut c.sas {
+            sa.aead = alg;
+            // Both gateways derive the same key per SPI.
+            let mut k = key_of(alg.key_len());
+            k[0] ^= sa.spi as u8;
+            sa.key = zeroize::Zeroizing::new(k);
+            sa.replay_window = 0;
+        }
+        out.push(c);
+    }
+    let peer = out.pop().ok_or("config")?;
+    Ok((out.pop().ok_or("config")?, peer))
+}
+
+fn templates(size: &str) -> Result<Vec<Vec<u8>>, String> {
+    let spec = FlowSpec {
+        src: "198.51.100.10".parse().expect("addr"),
+        dst: "203.0.113.20".parse().expect("addr"),
+        l4: L4::Udp,
+        sport: 40000,
+        dport: 9,
+        src_mac: [0x02, 0, 0, 0, 0, 0x01],
+        dst_mac: [0x02, 0, 0, 0, 0x01, 0x01],
+    };
+    let sizes = if size == "imix" {
+        gen::imix_sizes()
+    } else {
+        vec![size.parse::<usize>().map_err(|_| format!("bad size '{size}'"))?]
+    };
+    // Several flows' worth of frames so the memory port cycles through distinct buffers.
+    let n = sizes.len().max(64);
+    Ok((0..n).map(|i| gen::frame(&spec, sizes[i % sizes.len()], i as u64 + 1)).collect())
+}
+
+struct Trial {
+    pps: f64,
+    gbps: f64,
+    dropped: u64,
+}
+
+/// Runs bursts from a memory port through `pipe` for `secs`.
+fn trial(pipe: &mut Pipeline, dir: Direction, frames: Vec<Vec<u8>>, wire_bytes: &[usize], secs: f64) -> Trial {
+    let burst = pipe.tables().burst;
+    let mut port = MemoryPort::new(frames);
+    let mut pool = PacketPool::new(burst * 4);
+    let mut pkts = Vec::with_capacity(burst);
+    let mut tx = Vec::with_capacity(burst);
+    let mut run = |iters: u64, pipe: &mut Pipeline| {
+        let mut fwd = 0u64;
+        let mut dropped = 0u64;
+        for _ in 0..iters {
+            let _ = port.rx_burst(&mut pool, &mut pkts, burst);
+            pipe.process(dir, &mut pkts);
+            for p in pkts.drain(..) {
+                if matches!(p.verdict, Verdict::Forward(_)) {
+                    tx.push(p);
+                } else {
+                    dropped += 1;
+                    pool.put(p);
+                }
+            }
+            fwd += tx.len() as u64;
+            let _ = port.tx_burst(&mut tx, &mut pool);
+        }
+        (fwd, dropped)
+    };
+    run(200, pipe);
+    let start = Instant::now();
+    let mut fwd = 0;
+    let mut dropped = 0;
+    let mut bursts = 0u64;
+    while start.elapsed() < Duration::from_secs_f64(secs) {
+        let (f, d) = run(64, pipe);
+        fwd += f;
+        dropped += d;
+        bursts += 64;
+    }
+    let el = start.elapsed().as_secs_f64();
+    let pkts_total = bursts * burst as u64;
+    let avg_wire = wire_bytes.iter().sum::<usize>() as f64 / wire_bytes.len() as f64;
+    Trial { pps: fwd as f64 / el, gbps: pkts_total as f64 * avg_wire * 8.0 / el / 1e9, dropped }
+}
+
+/// Raw AEAD seal throughput on buffers of the given text lengths, bursts of `burst`.
+fn raw_seal(provider: &dyn CryptoProvider, alg: AeadAlgorithm, lens: &[usize], burst: usize, secs: f64) -> Result<f64, String> {
+    let key = provider.aead_key(alg, &key_of(alg.key_len()), 16).map_err(|e| e.to_string())?;
+    let n = lens.len().max(burst);
+    let mut bufs: Vec<Vec<u8>> = (0..n).map(|i| vec![0x5a; lens[i % lens.len()] + 16]).collect();
+    let mut seq = 0u64;
+    let mut go = |bufs: &mut Vec<Vec<u8>>| {
+        for chunk in bufs.chunks_mut(burst) {
+            let mut ops: Vec<AeadOp<'_>> = chunk
+                .iter_mut()
+                .map(|b| {
+                    seq += 1;
+                    let mut nonce = [0u8; 12];
+                    nonce[4..].copy_from_slice(&seq.to_be_bytes());
+                    AeadOp { nonce, aad: [1; 12], aad_len: 8, buf: &mut b[..] }
+                })
+                .collect();
+            key.seal_burst(&mut ops);
+        }
+        n as u64
+    };
+    for _ in 0..50 {
+        go(&mut bufs);
+    }
+    let start = Instant::now();
+    let mut ops = 0u64;
+    while start.elapsed() < Duration::from_secs_f64(secs) {
+        for _ in 0..16 {
+            ops += go(&mut bufs);
+        }
+    }
+    black_box(&bufs);
+    Ok(ops as f64 / start.elapsed().as_secs_f64())
+}
+
+fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String], json_out: Option<&std::path::Path>) -> Result<(), String> {
+    let provider = espgw_crypto::provider(crypto)?;
+    let raw_provider = espgw_crypto::provider(ProviderChoice::IpsecMb).unwrap_or_else(|_| provider.clone());
+    println!(
+        "espgw bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
+        secs
+    );
+    println!("pipeline crypto: {}; raw reference: {} (seal, same text sizes, bursts of 64)", provider.name(), raw_provider.name());
+    println!("{:<12} {:>6} {:<9} {:>9} {:>9} {:>14} {:>7}", "algorithm", "frame", "direction", "Mpps", "Gbit/s", "raw GCM Mops", "ratio");
+    let mut records = Vec::new();
+    for alg_name in algs {
+        let alg = parse_alg(alg_name)?;
+        let (gw1, gw2) = configs(alg)?;
+        let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
+        let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
+        for size in sizes {
+            let plain = templates(size)?;
+            let wire: Vec<usize> = plain.iter().map(|f| f.len() + FCS_LEN).collect();
+            // The ESP frames gateway 2 sends: gateway 1's inbound input.
+            let mut enc = Pipeline::new(t2.clone());
+            let mut pool = PacketPool::new(plain.len());
+            let mut pk: Vec<_> = plain.iter().map(|f| { let mut p = pool.get(); let _ = p.load(f); p }).collect();
+            enc.process(Direction::Out, &mut pk);
+            let esp: Vec<Vec<u8>> = pk.iter().filter(|p| matches!(p.verdict, Verdict::Forward(_))).map(|p| p.data().to_vec()).collect();
+            if esp.len() != plain.len() {
+                return Err("could not build inbound test frames".into());
+            }
+            // Text (inner packet + trailer) lengths: what the AEAD processes per packet.
+            let text_lens: Vec<usize> = plain.iter().map(|f| { let inner = f.len() - 14; inner + espgw_wire::esp::pad_len(inner, 4) + 2 }).collect();
+            let raw = raw_seal(raw_provider.as_ref(), alg, &text_lens, 64, secs)?;
+            for (dir, frames) in [(Direction::Out, plain.clone()), (Direction::In, esp)] {
+                let mut pipe = Pipeline::new(if dir == Direction::Out { t1.clone() } else { t1.clone() });
+                let r = trial(&mut pipe, dir, frames, &wire, secs);
+                let dname = if dir == Direction::Out { "outbound" } else { "inbound" };
+                println!(
+                    "{:<12} {:>6} {:<9} {:>9.2} {:>9.2} {:>14.2} {:>7.2}{}",
+                    alg.name(), size, dname, r.pps / 1e6, r.gbps, raw / 1e6, r.pps / raw,
+                    if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() }
+                );
+                records.push(json!({
+                    "algorithm": alg.name(), "frame_size": size, "direction": dname,
+                    "mpps": r.pps / 1e6, "gbps": r.gbps, "raw_gcm_mops": raw / 1e6,
+                    "ratio_to_raw": r.pps / raw, "dropped": r.dropped,
+                    "crypto": provider.name(), "raw_crypto": raw_provider.name(), "seconds": secs,
+                }));
+            }
+        }
+    }
+    if let Some(p) = json_out {
+        let v = json!({ "benchmark": "dataplane", "cpu": cpu_model(), "results": records });
+        std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default()
+}
+
+/// xorshift64*: deterministic rules and keys without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn spd(quick: bool) -> Result<(), String> {
+    println!("espgw bench spd: IPv4 rules on /16, /24 and /32 destinations with and without /24 sources,");
+    println!("a third with port ranges; lookups of keys that hit (half) and miss (half)");
+    println!("{:>7} {:>7} {:>22} {:>22}", "rules", "groups", "tuple-space ns/lookup", "linear scan ns/lookup");
+    for &n in &[1usize, 100, 1000, 10_000] {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
+        let base = 0xc612_0000u32; // 198.18.0.0/15
+        let rules: Vec<SpdRule> = (0..n)
+            .map(|i| {
+                let r = rng.next();
+                let dst_len = [16u8, 24, 32][(r % 3) as usize];
+                let src_len = if r & 8 == 0 { 0 } else { 24 };
+                let dst = u128::from(base | ((r >> 8) as u32 & 0x1ffff));
+                let src = u128::from(base | ((r >> 32) as u32 & 0x1ffff));
+                let ports = if i % 3 == 0 { let lo = (r >> 40) as u16 & 0x3fff; Range::new(lo, lo + 100) } else { ANY_PORT };
+                SpdRule { v4: true, src, src_len, dst, dst_len, proto: ANY_PROTO, sport: ANY_PORT, dport: ports, priority: 0, action: if i % 2 == 0 { SpdAction::Protect(i as u32) } else { SpdAction::Bypass } }
+            })
+            .collect();
+        let keys: Vec<FlowKey> = (0..4096)
+            .map(|i| {
+                let r = rng.next();
+                let (src, dst) = if i % 2 == 0 {
+                    let ru = &rules[(r as usize) % rules.len()];
+                    (ru.src | (r >> 50) as u128 & 0xff, ru.dst)
+                } else {
+                    (u128::from(base | (r as u32 & 0x1ffff)), u128::from(base | ((r >> 20) as u32 & 0x1ffff)))
+                };
+                FlowKey { v4: true, src, dst, proto: 17, sport: 1000, dport: (r >> 40) as u16 & 0x3fff }
+            })
+            .collect();
+        let spd = Spd::new(rules);
+        let groups = count_groups(&spd);
+        let iters = if quick { 50_000 } else { 2_000_000 };
+        let t = Instant::now();
+        for i in 0..iters {
+            black_box(spd.lookup(black_box(&keys[i % keys.len()])));
+        }
+        let fast = t.elapsed().as_nanos() as f64 / iters as f64;
+        let lin_iters = (iters / n.max(1)).clamp(100, iters);
+        let t = Instant::now();
+        for i in 0..lin_iters {
+            black_box(spd.lookup_linear(black_box(&keys[i % keys.len()])));
+        }
+        let lin = t.elapsed().as_nanos() as f64 / lin_iters as f64;
+        // Both must agree; a benchmark of a wrong answer is worthless.
+        for k in keys.iter().take(256) {
+            if spd.lookup_index(k) != spd.lookup_linear(k) {
+                return Err("tuple-space and linear lookups disagree".into());
+            }
+        }
+        println!("{:>7} {:>7} {:>22.1} {:>22.1}", n, groups, fast, lin);
+    }
+    Ok(())
+}
+
+fn count_groups(spd: &Spd) -> usize {
+    let mut pairs: Vec<(u8, u8)> = spd.rules().iter().map(|r| (r.src_len, r.dst_len)).collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs.len()
+}

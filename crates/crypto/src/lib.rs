@@ -140,6 +140,8 @@ pub enum ProviderChoice {
     /// The fastest available (intel-ipsec-mb when built and it initialises).
     Auto,
     IpsecMb,
+    /// intel-ipsec-mb through its job API (for comparison).
+    IpsecMbJob,
     AwsLc,
 }
 
@@ -149,8 +151,9 @@ impl std::str::FromStr for ProviderChoice {
         match s {
             "auto" => Ok(ProviderChoice::Auto),
             "ipsec-mb" | "ipsec_mb" => Ok(ProviderChoice::IpsecMb),
+            "ipsec-mb-job" => Ok(ProviderChoice::IpsecMbJob),
             "aws-lc" | "aws_lc" => Ok(ProviderChoice::AwsLc),
-            other => Err(format!("unknown crypto provider '{other}' (auto, ipsec-mb, aws-lc)")),
+            other => Err(format!("unknown crypto provider '{other}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)")),
         }
     }
 }
@@ -160,6 +163,8 @@ pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, Strin
     match choice {
         ProviderChoice::AwsLc => Ok(Arc::new(aws_lc::AwsLcProvider)),
         ProviderChoice::IpsecMb => ipsec_mb::IpsecMbProvider::new()
+            .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
+        ProviderChoice::IpsecMbJob => ipsec_mb::IpsecMbProvider::with_api(ipsec_mb::MbApi::Job)
             .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
         ProviderChoice::Auto => Ok(default_provider()),
     }
@@ -176,8 +181,10 @@ pub fn default_provider() -> Arc<dyn CryptoProvider> {
 /// Every provider that works on this machine (for known-answer tests and benchmarks).
 pub fn all_providers() -> Vec<Arc<dyn CryptoProvider>> {
     let mut v: Vec<Arc<dyn CryptoProvider>> = Vec::new();
-    if let Ok(p) = ipsec_mb::IpsecMbProvider::new() {
-        v.push(Arc::new(p));
+    for api in [ipsec_mb::MbApi::Direct, ipsec_mb::MbApi::Job] {
+        if let Ok(p) = ipsec_mb::IpsecMbProvider::with_api(api) {
+            v.push(Arc::new(p));
+        }
     }
     v.push(Arc::new(aws_lc::AwsLcProvider));
     v

@@ -188,8 +188,11 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             let d = pkt.data_mut();
             d[job.nh_at] = t.next_header;
             if job.outer_v4 {
+                // The header still holds the ESP packet's longer length: fix it before the
+                // checked view looks at it.
+                let tl = u16::try_from(total).map_err(|_| DropReason::Malformed)?;
+                d[2..4].copy_from_slice(&tl.to_be_bytes());
                 let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-                ip.set_total_len(u16::try_from(total).map_err(|_| DropReason::Malformed)?);
                 ip.fill_checksum();
             } else {
                 let plen = u16::try_from(total - 40).map_err(|_| DropReason::Malformed)?;

@@ -257,18 +257,27 @@ impl Pipeline {
         }
         self.counters.encrypted += sealed;
         sa.state.counters.add(sealed, bytes);
+        sa.note_usage();
     }
 
     /// Authenticates, decrypts and decapsulates a run of ESP packets of SA `sa_idx`.
     fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut replayed = 0u64;
-        // 1. Replay pre-check: no crypto is spent on a replayed or too old packet.
+        let mut expired = 0u64;
+        let allowed = sa.lifetime_allowance(pkts.len() as u64);
+        // 1. Lifetime and replay pre-check: no crypto is spent on a packet that cannot pass.
         {
             let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
             for (k, p) in pkts.iter_mut().enumerate() {
                 let slot = &mut self.slots[base + k];
                 let Slot::Open { job, seq } = slot else { continue };
+                if k as u64 >= allowed {
+                    *slot = Slot::Done;
+                    p.verdict = Verdict::Drop(DropReason::LifetimeExpired);
+                    expired += 1;
+                    continue;
+                }
                 match w.infer(job.seq_low, sa.esn) {
                     Some(s) if w.check(s) => *seq = s,
                     _ => {
@@ -316,6 +325,8 @@ impl Pipeline {
                 p.verdict = Verdict::Drop(r);
             }
         }
+        self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
+        sa.state.counters.drop(DropReason::LifetimeExpired, expired);
         self.counters.drops[DropReason::Replay as usize] += replayed;
         self.counters.drops[DropReason::AuthFailed as usize] += auth_failed;
         sa.state.counters.drop(DropReason::Replay, replayed);
@@ -347,6 +358,7 @@ impl Pipeline {
         }
         self.counters.decrypted += good;
         sa.state.counters.add(good, bytes);
+        sa.note_usage();
     }
 
     fn route(&mut self, t: &Tables, p: &mut Packet, v4: bool, dst: u128) {

@@ -84,14 +84,19 @@ impl Sa {
                 return (0, 0);
             }
             match self.state.last_seq.compare_exchange_weak(cur, cur + take, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return (cur + 1, take),
+                Ok(_) => {
+                    if cur + take == max {
+                        self.state.exhausted.store(true, Ordering::Relaxed);
+                    }
+                    return (cur + 1, take);
+                }
                 Err(now) => cur = now,
             }
         }
     }
 
     /// How many more packets the hard lifetime allows (checks bytes too, per burst), and
-    /// marks soft expiry.
+    /// marks soft expiry. Byte lifetimes are enforced at burst granularity.
     pub fn lifetime_allowance(&self, want: u64) -> u64 {
         let c = &self.state.counters;
         let (pk, by) = (c.packets(), c.bytes());
@@ -106,12 +111,26 @@ impl Sa {
         match l.hard_packets {
             Some(h) => {
                 let left = h.saturating_sub(pk);
-                if left == 0 {
+                if left <= want {
+                    // This burst uses up what is left: the SA is finished after it.
                     self.state.hard_expired.store(true, Ordering::Relaxed);
                 }
                 left.min(want)
             }
             None => want,
+        }
+    }
+
+    /// Records use after a burst, marking soft and hard expiry as the totals reach them.
+    pub fn note_usage(&self) {
+        let c = &self.state.counters;
+        let (pk, by) = (c.packets(), c.bytes());
+        let l = &self.lifetime;
+        if l.soft_packets.is_some_and(|s| pk >= s) || l.soft_bytes.is_some_and(|s| by >= s) {
+            self.state.soft_expired.store(true, Ordering::Relaxed);
+        }
+        if l.hard_packets.is_some_and(|h| pk >= h) || l.hard_bytes.is_some_and(|h| by >= h) {
+            self.state.hard_expired.store(true, Ordering::Relaxed);
         }
     }
 

@@ -177,7 +177,8 @@ pub struct SaConfig {
     pub salt: [u8; 4],
     pub icv_len: usize,
     pub esn: bool,
-    /// The first outbound sequence number is `initial_seq + 1` (DPDK's `esn N`).
+    /// The last sequence number before the SA's first packet (DPDK's `esn N`): outbound
+    /// sends `initial_seq + 1` first, inbound starts its replay window there.
     pub initial_seq: u64,
     /// Replay window in packets; 0 turns anti-replay off (inbound only).
     pub replay_window: u32,

@@ -15,6 +15,12 @@
 //! `in` or `fwd` policy is inbound. An SA no policy uses is an error, as is a policy whose
 //! SA is missing. Time lifetimes (`-lh`, `-ls`) are read and not enforced; byte lifetimes
 //! (`-bh`, `-bs`) are. `-r N` sets the replay window in packets.
+//!
+//! A setkey script has no routes (the kernel's routing table supplies them), so espgw gives
+//! it the test bed's two ports: port 0 (south, protected side) and port 1 (north, towards
+//! the peer). Outbound traffic leaves north: routes to each outbound tunnel's remote end and
+//! to the destinations of outbound transport and bypass policies. Inbound traffic leaves
+//! south: routes to the destinations of inbound policies.
 
 use std::net::IpAddr;
 
@@ -190,6 +196,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         }
         cfg.policies.push(p);
     }
+    derive_routes(&mut cfg, &sas);
     for sa in sas {
         let Some((direction, mode)) = sa.used else {
             return Err(sa.loc.error(
@@ -216,6 +223,37 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         });
     }
     Ok(cfg)
+}
+
+/// The two-port layout described in the module documentation.
+fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
+    const SOUTH: usize = 0;
+    const NORTH: usize = 1;
+    cfg.ensure_ports(2);
+    cfg.ports[SOUTH].name = "south".into();
+    cfg.ports[NORTH].name = "north".into();
+    let mut add = |dst: Prefix, port: usize, loc: &Location| {
+        if !cfg.routes.iter().any(|r| r.dst == dst) {
+            cfg.routes.push(RouteConfig { dst, port, loc: loc.clone() });
+        }
+    };
+    for sa in sas {
+        if let Some((Direction::Out, Mode::Tunnel { remote, .. })) = sa.used {
+            add(Prefix::host(remote), NORTH, &sa.loc);
+        }
+    }
+    for p in cfg.policies.clone() {
+        match p.direction {
+            Direction::Out => {
+                let tunnel = matches!(p.action, Action::Protect(spi)
+                    if sas.iter().any(|s| s.spi == spi && matches!(s.used, Some((Direction::Out, Mode::Tunnel { .. })))));
+                if !tunnel {
+                    add(p.dst, NORTH, &p.loc);
+                }
+            }
+            Direction::In => add(p.dst, SOUTH, &p.loc),
+        }
+    }
 }
 
 /// `ADDR` or `ADDR[PORT]`.
@@ -435,6 +473,17 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         assert_eq!(c.policies[2].action, Action::Bypass);
         assert_eq!(c.policies[2].dport, Range::new(53, 53));
         assert_eq!(c.policies[2].proto, Range::new(17, 17));
+        // Routes: the tunnel's far end and the bypassed host north, the inbound
+        // destination south.
+        let routes: Vec<(String, usize)> = c.routes.iter().map(|r| (r.dst.to_string(), r.port)).collect();
+        assert_eq!(
+            routes,
+            vec![
+                ("192.0.2.2/32".to_string(), 1),
+                ("198.51.100.0/24".to_string(), 0),
+                ("203.0.113.9/32".to_string(), 1)
+            ]
+        );
     }
 
     #[test]

@@ -27,10 +27,13 @@ pub struct SaState {
 }
 
 impl SaState {
+    /// State for a new SA. `initial_seq` is the last sequence number before the SA's
+    /// first packet: outbound sends `initial_seq + 1` first; inbound starts its window
+    /// there, so that with ESN the receiver infers the same high half as the sender.
     pub fn new(initial_seq: u64, replay_window: u32) -> Self {
         SaState {
             last_seq: AtomicU64::new(initial_seq),
-            replay: Mutex::new(ReplayWindow::new(replay_window)),
+            replay: Mutex::new(ReplayWindow::with_top(replay_window, initial_seq)),
             counters: SaCounters::default(),
             soft_expired: AtomicBool::new(false),
             hard_expired: AtomicBool::new(false),

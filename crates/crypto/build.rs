@@ -8,11 +8,16 @@ fn main() {
     println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
     println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
     let target_x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
-    let header = ["/usr/include/intel-ipsec-mb.h", "/usr/local/include/intel-ipsec-mb.h"]
-        .iter()
-        .any(|p| Path::new(p).exists());
+    let header = [
+        "/usr/include/intel-ipsec-mb.h",
+        "/usr/local/include/intel-ipsec-mb.h",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists());
     if !target_x86_64 || !header || std::env::var_os("ESPGW_NO_IPSEC_MB").is_some() {
-        println!("cargo:warning=intel-ipsec-mb not found: only the aws-lc-rs crypto back-end is built");
+        println!(
+            "cargo:warning=intel-ipsec-mb not found: only the aws-lc-rs crypto back-end is built"
+        );
         return;
     }
     cc::Build::new()

@@ -13,13 +13,22 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(file: &str, line: usize, field: &str, message: impl Into<String>) -> Self {
-        ConfigError { file: file.to_string(), line, field: field.to_string(), message: message.into() }
+        ConfigError {
+            file: file.to_string(),
+            line,
+            field: field.to_string(),
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}: {}", self.file, self.line, self.field, self.message)
+        write!(
+            f,
+            "{}:{}: {}: {}",
+            self.file, self.line, self.field, self.message
+        )
     }
 }
 

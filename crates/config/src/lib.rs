@@ -35,7 +35,9 @@ impl std::str::FromStr for Format {
             "native" | "toml" => Ok(Format::Native),
             "secgw" | "dpdk" | "ipsec-secgw" => Ok(Format::Secgw),
             "setkey" => Ok(Format::Setkey),
-            other => Err(format!("unknown config format '{other}' (native, secgw, setkey)")),
+            other => Err(format!(
+                "unknown config format '{other}' (native, secgw, setkey)"
+            )),
         }
     }
 }

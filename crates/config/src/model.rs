@@ -18,7 +18,10 @@ pub struct Location {
 
 impl Location {
     pub fn new(file: &str, line: usize) -> Self {
-        Location { file: file.to_string(), line }
+        Location {
+            file: file.to_string(),
+            line,
+        }
     }
     pub fn error(&self, field: &str, msg: impl Into<String>) -> ConfigError {
         ConfigError::new(&self.file, self.line, field, msg)
@@ -49,13 +52,22 @@ pub struct Prefix {
 
 impl Prefix {
     pub fn host(addr: IpAddr) -> Self {
-        Prefix { addr, len: if addr.is_ipv4() { 32 } else { 128 } }
+        Prefix {
+            addr,
+            len: if addr.is_ipv4() { 32 } else { 128 },
+        }
     }
     pub fn any_v4() -> Self {
-        Prefix { addr: IpAddr::V4(0.into()), len: 0 }
+        Prefix {
+            addr: IpAddr::V4(0.into()),
+            len: 0,
+        }
     }
     pub fn any_v6() -> Self {
-        Prefix { addr: IpAddr::V6(0u128.into()), len: 0 }
+        Prefix {
+            addr: IpAddr::V6(0u128.into()),
+            len: 0,
+        }
     }
     pub fn is_ipv4(&self) -> bool {
         self.addr.is_ipv4()
@@ -94,7 +106,11 @@ pub fn mask(width: u8, len: u8) -> u128 {
     if len == 0 {
         return 0;
     }
-    let all: u128 = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
+    let all: u128 = if width >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    };
     // len >= 1 here, so the shift is at most 127.
     let host = (1u128 << (width - len)) - 1;
     all & !host
@@ -146,7 +162,10 @@ pub struct UdpEncap {
 
 impl Default for UdpEncap {
     fn default() -> Self {
-        UdpEncap { src_port: 4500, dst_port: 4500 }
+        UdpEncap {
+            src_port: 4500,
+            dst_port: 4500,
+        }
     }
 }
 
@@ -299,30 +318,50 @@ impl Config {
     /// Checks what no single line can: references, duplicates, families.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.burst == 0 || self.burst > MAX_BURST {
-            return Err(ConfigError::new("", 0, "burst", format!("must be 1..={MAX_BURST}")));
+            return Err(ConfigError::new(
+                "",
+                0,
+                "burst",
+                format!("must be 1..={MAX_BURST}"),
+            ));
         }
         for (i, sa) in self.sas.iter().enumerate() {
-            if self.sas[..i].iter().any(|o| o.direction == sa.direction && o.spi == sa.spi) {
-                return Err(sa.loc.error("spi", format!("duplicate {} SA 0x{:x}", sa.direction, sa.spi)));
+            if self.sas[..i]
+                .iter()
+                .any(|o| o.direction == sa.direction && o.spi == sa.spi)
+            {
+                return Err(sa.loc.error(
+                    "spi",
+                    format!("duplicate {} SA 0x{:x}", sa.direction, sa.spi),
+                ));
             }
             if sa.replay_window > MAX_REPLAY_WINDOW {
                 return Err(sa.loc.error(
                     "replay_window",
-                    format!("{} exceeds the maximum of {MAX_REPLAY_WINDOW}", sa.replay_window),
+                    format!(
+                        "{} exceeds the maximum of {MAX_REPLAY_WINDOW}",
+                        sa.replay_window
+                    ),
                 ));
             }
             if let Mode::Tunnel { local, remote } = sa.mode {
                 if local.is_ipv4() != remote.is_ipv4() {
-                    return Err(sa.loc.error("mode", "tunnel endpoints of different families"));
+                    return Err(sa
+                        .loc
+                        .error("mode", "tunnel endpoints of different families"));
                 }
             }
             if !sa.esn && sa.initial_seq >= u64::from(u32::MAX) {
-                return Err(sa.loc.error("esn", "initial sequence number exceeds 32 bits without ESN"));
+                return Err(sa
+                    .loc
+                    .error("esn", "initial sequence number exceeds 32 bits without ESN"));
             }
         }
         for p in &self.policies {
             if p.src.is_ipv4() != p.dst.is_ipv4() {
-                return Err(p.loc.error("dst", "source and destination of different families"));
+                return Err(p
+                    .loc
+                    .error("dst", "source and destination of different families"));
             }
             if p.sport.lo > p.sport.hi || p.dport.lo > p.dport.hi || p.proto.lo > p.proto.hi {
                 return Err(p.loc.error("range", "low end above high end"));
@@ -338,12 +377,16 @@ impl Config {
         }
         for r in &self.routes {
             if r.port >= self.ports.len() {
-                return Err(r.loc.error("port", format!("port {} does not exist", r.port)));
+                return Err(r
+                    .loc
+                    .error("port", format!("port {} does not exist", r.port)));
             }
         }
         for n in &self.neighbours {
             if n.port >= self.ports.len() {
-                return Err(n.loc.error("port", format!("port {} does not exist", n.port)));
+                return Err(n
+                    .loc
+                    .error("port", format!("port {} does not exist", n.port)));
             }
         }
         Ok(())
@@ -356,7 +399,10 @@ mod tests {
 
     #[test]
     fn prefix_contains() {
-        let p = Prefix { addr: "198.51.100.0".parse().unwrap(), len: 24 };
+        let p = Prefix {
+            addr: "198.51.100.0".parse().unwrap(),
+            len: 24,
+        };
         assert!(p.contains("198.51.100.77".parse().unwrap()));
         assert!(!p.contains("198.51.101.1".parse().unwrap()));
         assert!(!p.contains("2001:db8::1".parse().unwrap()));

@@ -53,7 +53,10 @@ enum StrOrInt {
 #[serde(untagged)]
 enum UdpEncapRaw {
     Flag(bool),
-    Ports { sport: Option<u16>, dport: Option<u16> },
+    Ports {
+        sport: Option<u16>,
+        dport: Option<u16>,
+    },
 }
 
 #[derive(Deserialize, Default)]
@@ -143,15 +146,28 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
         let (line, field) = match e.span() {
             Some(sp) => {
-                let f: String = text.get(sp.clone()).unwrap_or("").chars().take(40).collect();
+                let f: String = text
+                    .get(sp.clone())
+                    .unwrap_or("")
+                    .chars()
+                    .take(40)
+                    .collect();
                 (lines.line(&sp), f.trim().to_string())
             }
             None => (0, String::new()),
         };
         let msg = e.message().to_string();
-        ConfigError::new(file, line, if field.is_empty() { "syntax" } else { &field }, msg)
+        ConfigError::new(
+            file,
+            line,
+            if field.is_empty() { "syntax" } else { &field },
+            msg,
+        )
     })?;
-    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    let mut cfg = Config {
+        burst: DEFAULT_BURST,
+        ..Config::default()
+    };
     if let Some(b) = &raw.burst {
         cfg.burst = usize::try_from(*b.get_ref())
             .ok()
@@ -162,7 +178,9 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let loc = lines.loc(p);
         let p = p.get_ref();
         let mac = match &p.mac {
-            Some(m) => parse_mac(m.get_ref()).ok_or_else(|| lines.err(m, "mac", format!("'{}' is not a MAC address", m.get_ref())))?,
+            Some(m) => parse_mac(m.get_ref()).ok_or_else(|| {
+                lines.err(m, "mac", format!("'{}' is not a MAC address", m.get_ref()))
+            })?,
             None => default_port_mac(i),
         };
         let mut addresses = Vec::new();
@@ -170,9 +188,19 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             addresses.push(parse_prefix(a.get_ref()).map_err(|m| lines.err(a, "addresses", m))?);
         }
         if cfg.ports.iter().any(|q| q.name == *p.name.get_ref()) {
-            return Err(lines.err(&p.name, "name", format!("duplicate port '{}'", p.name.get_ref())));
+            return Err(lines.err(
+                &p.name,
+                "name",
+                format!("duplicate port '{}'", p.name.get_ref()),
+            ));
         }
-        cfg.ports.push(PortConfig { name: p.name.get_ref().clone(), mac, interface: p.interface.clone(), addresses, loc });
+        cfg.ports.push(PortConfig {
+            name: p.name.get_ref().clone(),
+            mac,
+            interface: p.interface.clone(),
+            addresses,
+            loc,
+        });
     }
     for s in &raw.sa {
         cfg.sas.push(convert_sa(&lines, s)?);
@@ -192,7 +220,13 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let loc = lines.loc(n);
         let n = n.get_ref();
         let port = port_index(&lines, &n.port, &mut cfg)?;
-        let mac = parse_mac(n.mac.get_ref()).ok_or_else(|| lines.err(&n.mac, "mac", format!("'{}' is not a MAC address", n.mac.get_ref())))?;
+        let mac = parse_mac(n.mac.get_ref()).ok_or_else(|| {
+            lines.err(
+                &n.mac,
+                "mac",
+                format!("'{}' is not a MAC address", n.mac.get_ref()),
+            )
+        })?;
         let ip = match &n.ip {
             Some(i) => Some(parse_addr(i.get_ref()).map_err(|m| lines.err(i, "ip", m))?),
             None => None,
@@ -204,7 +238,11 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 
 /// A port by name, or by number (ports up to that number are implied when no port table
 /// is given, as in ipsec-secgw).
-fn port_index(lines: &Lines<'_>, v: &Spanned<StrOrInt>, cfg: &mut Config) -> Result<usize, ConfigError> {
+fn port_index(
+    lines: &Lines<'_>,
+    v: &Spanned<StrOrInt>,
+    cfg: &mut Config,
+) -> Result<usize, ConfigError> {
     match v.get_ref() {
         StrOrInt::Str(name) => cfg
             .ports
@@ -212,7 +250,10 @@ fn port_index(lines: &Lines<'_>, v: &Spanned<StrOrInt>, cfg: &mut Config) -> Res
             .position(|p| p.name == *name)
             .ok_or_else(|| lines.err(v, "port", format!("no port named '{name}'"))),
         StrOrInt::Int(n) => {
-            let n = usize::try_from(*n).ok().filter(|&n| n < 64).ok_or_else(|| lines.err(v, "port", "port number must be 0..63"))?;
+            let n = usize::try_from(*n)
+                .ok()
+                .filter(|&n| n < 64)
+                .ok_or_else(|| lines.err(v, "port", "port number must be 0..63"))?;
             cfg.ensure_ports(n + 1);
             Ok(n)
         }
@@ -231,37 +272,69 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
     let loc = lines.loc(s);
     let s = s.get_ref();
     let dir = direction(lines, &s.direction)?;
-    let spi = u32::try_from(*s.spi.get_ref()).map_err(|_| lines.err(&s.spi, "spi", "must fit in 32 bits"))?;
+    let spi = u32::try_from(*s.spi.get_ref())
+        .map_err(|_| lines.err(&s.spi, "spi", "must fit in 32 bits"))?;
     let aead = match s.aead.get_ref().as_str() {
         "aes-128-gcm" => AeadAlgorithm::AesGcm128,
         "aes-192-gcm" => AeadAlgorithm::AesGcm192,
         "aes-256-gcm" => AeadAlgorithm::AesGcm256,
-        o => return Err(lines.err(&s.aead, "aead", format!("'{o}' is not supported (aes-128-gcm, aes-192-gcm, aes-256-gcm)"))),
-    };
-    let material = Zeroizing::new(parse_key(s.key.get_ref()).map_err(|m| lines.err(&s.key, "key", m))?);
-    let (key, salt) = split_salt(aead, &material).map_err(|m| lines.err(&s.key, "key", m))?;
-    let addr = |v: &Option<Spanned<String>>, field: &str| -> Result<std::net::IpAddr, ConfigError> {
-        match v {
-            Some(a) => parse_addr(a.get_ref()).map_err(|m| lines.err(a, field, m)),
-            None => Err(lines.err(&s.mode, field, format!("{} needs {field}", s.mode.get_ref()))),
+        o => {
+            return Err(lines.err(
+                &s.aead,
+                "aead",
+                format!("'{o}' is not supported (aes-128-gcm, aes-192-gcm, aes-256-gcm)"),
+            ))
         }
     };
+    let material =
+        Zeroizing::new(parse_key(s.key.get_ref()).map_err(|m| lines.err(&s.key, "key", m))?);
+    let (key, salt) = split_salt(aead, &material).map_err(|m| lines.err(&s.key, "key", m))?;
+    let addr =
+        |v: &Option<Spanned<String>>, field: &str| -> Result<std::net::IpAddr, ConfigError> {
+            match v {
+                Some(a) => parse_addr(a.get_ref()).map_err(|m| lines.err(a, field, m)),
+                None => Err(lines.err(
+                    &s.mode,
+                    field,
+                    format!("{} needs {field}", s.mode.get_ref()),
+                )),
+            }
+        };
     let mode = match s.mode.get_ref().as_str() {
         "transport" => Mode::Transport,
         m @ ("ipv4-tunnel" | "ipv6-tunnel") => {
             let (local, remote) = (addr(&s.local, "local")?, addr(&s.remote, "remote")?);
             if local.is_ipv4() != (m == "ipv4-tunnel") || remote.is_ipv4() != local.is_ipv4() {
-                return Err(lines.err(&s.mode, "mode", format!("{m} endpoints must both be {}", if m == "ipv4-tunnel" { "IPv4" } else { "IPv6" })));
+                return Err(lines.err(
+                    &s.mode,
+                    "mode",
+                    format!(
+                        "{m} endpoints must both be {}",
+                        if m == "ipv4-tunnel" { "IPv4" } else { "IPv6" }
+                    ),
+                ));
             }
             Mode::Tunnel { local, remote }
         }
-        o => return Err(lines.err(&s.mode, "mode", format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"))),
+        o => {
+            return Err(lines.err(
+                &s.mode,
+                "mode",
+                format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"),
+            ))
+        }
     };
     let icv_len = match &s.icv {
         None => 16,
         Some(v) => match v.get_ref() {
             8 | 12 | 16 => *v.get_ref() as usize,
-            n => return Err(lines.err(v, "icv", format!("{n} is not an allowed ICV length (8, 12, 16)"))),
+            n => {
+                return Err(lines.err(
+                    v,
+                    "icv",
+                    format!("{n} is not an allowed ICV length (8, 12, 16)"),
+                ))
+            }
         },
     };
     let replay_window = match &s.replay_window {
@@ -269,16 +342,28 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
         Some(v) => u32::try_from(*v.get_ref())
             .ok()
             .filter(|&w| w <= MAX_REPLAY_WINDOW)
-            .ok_or_else(|| lines.err(v, "replay_window", format!("must be 0..={MAX_REPLAY_WINDOW}")))?,
+            .ok_or_else(|| {
+                lines.err(
+                    v,
+                    "replay_window",
+                    format!("must be 0..={MAX_REPLAY_WINDOW}"),
+                )
+            })?,
     };
     let udp_encap = match s.udp_encap.as_ref().map(|u| u.get_ref()) {
         None | Some(UdpEncapRaw::Flag(false)) => None,
         Some(UdpEncapRaw::Flag(true)) => Some(UdpEncap::default()),
-        Some(UdpEncapRaw::Ports { sport, dport }) => Some(UdpEncap { src_port: sport.unwrap_or(4500), dst_port: dport.unwrap_or(4500) }),
+        Some(UdpEncapRaw::Ports { sport, dport }) => Some(UdpEncap {
+            src_port: sport.unwrap_or(4500),
+            dst_port: dport.unwrap_or(4500),
+        }),
     };
     let ttl = match &s.ttl {
         None => DEFAULT_TTL,
-        Some(v) => u8::try_from(*v.get_ref()).ok().filter(|&t| t > 0).ok_or_else(|| lines.err(v, "ttl", "must be 1..=255"))?,
+        Some(v) => u8::try_from(*v.get_ref())
+            .ok()
+            .filter(|&t| t > 0)
+            .ok_or_else(|| lines.err(v, "ttl", "must be 1..=255"))?,
     };
     let l = s.lifetime.as_ref();
     let lifetime = Lifetime {
@@ -306,21 +391,47 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
     })
 }
 
-fn convert_policy(lines: &Lines<'_>, p: &Spanned<RawPolicy>, cfg: &Config) -> Result<PolicyConfig, ConfigError> {
+fn convert_policy(
+    lines: &Lines<'_>,
+    p: &Spanned<RawPolicy>,
+    cfg: &Config,
+) -> Result<PolicyConfig, ConfigError> {
     let loc = lines.loc(p);
     let whole = p;
     let p = p.get_ref();
     let dir = direction(lines, &p.direction)?;
     let pfx = |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Prefix>, ConfigError> {
-        v.as_ref().map(|s| parse_prefix(s.get_ref()).map_err(|m| lines.err(s, field, m))).transpose()
+        v.as_ref()
+            .map(|s| parse_prefix(s.get_ref()).map_err(|m| lines.err(s, field, m)))
+            .transpose()
     };
     let src = pfx(&p.src, "src")?;
     let dst = pfx(&p.dst, "dst")?;
     let (src, dst) = match (src, dst) {
         (Some(s), Some(d)) => (s, d),
-        (Some(s), None) => (s, if s.is_ipv4() { Prefix::any_v4() } else { Prefix::any_v6() }),
-        (None, Some(d)) => (if d.is_ipv4() { Prefix::any_v4() } else { Prefix::any_v6() }, d),
-        (None, None) => return Err(lines.err(whole, "dst", "a policy needs src or dst (use 0.0.0.0/0 or ::/0 for any)")),
+        (Some(s), None) => (
+            s,
+            if s.is_ipv4() {
+                Prefix::any_v4()
+            } else {
+                Prefix::any_v6()
+            },
+        ),
+        (None, Some(d)) => (
+            if d.is_ipv4() {
+                Prefix::any_v4()
+            } else {
+                Prefix::any_v6()
+            },
+            d,
+        ),
+        (None, None) => {
+            return Err(lines.err(
+                whole,
+                "dst",
+                "a policy needs src or dst (use 0.0.0.0/0 or ::/0 for any)",
+            ))
+        }
     };
     if src.is_ipv4() != dst.is_ipv4() {
         return Err(lines.err(whole, "dst", "src and dst of different families"));
@@ -330,7 +441,8 @@ fn convert_policy(lines: &Lines<'_>, p: &Spanned<RawPolicy>, cfg: &Config) -> Re
         Some(v) => match v.get_ref() {
             StrOrInt::Str(s) if s == "any" => ANY_PROTO,
             StrOrInt::Str(s) => {
-                let n = parse_proto_name(s).ok_or_else(|| lines.err(v, "proto", format!("unknown protocol '{s}'")))?;
+                let n = parse_proto_name(s)
+                    .ok_or_else(|| lines.err(v, "proto", format!("unknown protocol '{s}'")))?;
                 Range::new(n, n)
             }
             StrOrInt::Int(n) => {
@@ -346,7 +458,8 @@ fn convert_policy(lines: &Lines<'_>, p: &Spanned<RawPolicy>, cfg: &Config) -> Re
                 StrOrInt::Str(t) if t == "any" => Ok(ANY_PORT),
                 StrOrInt::Str(t) => parse_range_u16(t).map_err(|m| lines.err(s, field, m)),
                 StrOrInt::Int(n) => {
-                    let n = u16::try_from(*n).map_err(|_| lines.err(s, field, "must be 0..=65535"))?;
+                    let n =
+                        u16::try_from(*n).map_err(|_| lines.err(s, field, "must be 0..=65535"))?;
                     Ok(Range::new(n, n))
                 }
             },
@@ -356,19 +469,44 @@ fn convert_policy(lines: &Lines<'_>, p: &Spanned<RawPolicy>, cfg: &Config) -> Re
     let dport = ports(&p.dport, "dport")?;
     let action = match p.action.get_ref().as_str() {
         "protect" => {
-            let sa = p.sa.as_ref().ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
+            let sa =
+                p.sa.as_ref()
+                    .ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
             let found = match sa.get_ref() {
-                StrOrInt::Str(name) => cfg.sas.iter().find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
-                StrOrInt::Int(spi) => cfg.sas.iter().find(|s| s.direction == dir && i64::from(s.spi) == *spi),
+                StrOrInt::Str(name) => cfg
+                    .sas
+                    .iter()
+                    .find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
+                StrOrInt::Int(spi) => cfg
+                    .sas
+                    .iter()
+                    .find(|s| s.direction == dir && i64::from(s.spi) == *spi),
             };
-            let found = found.ok_or_else(|| lines.err(sa, "sa", format!("no {dir} SA with that name or SPI")))?;
+            let found = found
+                .ok_or_else(|| lines.err(sa, "sa", format!("no {dir} SA with that name or SPI")))?;
             Action::Protect(found.spi)
         }
         "bypass" => Action::Bypass,
         "discard" => Action::Discard,
-        o => return Err(lines.err(&p.action, "action", format!("'{o}' is not protect, bypass or discard"))),
+        o => {
+            return Err(lines.err(
+                &p.action,
+                "action",
+                format!("'{o}' is not protect, bypass or discard"),
+            ))
+        }
     };
-    Ok(PolicyConfig { direction: dir, priority: p.priority.unwrap_or(0), src, dst, proto, sport, dport, action, loc })
+    Ok(PolicyConfig {
+        direction: dir,
+        priority: p.priority.unwrap_or(0),
+        src,
+        dst,
+        proto,
+        sport,
+        dport,
+        action,
+        loc,
+    })
 }
 
 #[cfg(test)]
@@ -377,7 +515,10 @@ mod tests {
 
     #[test]
     fn default_configs_parse() {
-        for (t, name) in [(crate::DEFAULT_CONFIG, "default"), (crate::DEFAULT_PEER_CONFIG, "peer")] {
+        for (t, name) in [
+            (crate::DEFAULT_CONFIG, "default"),
+            (crate::DEFAULT_PEER_CONFIG, "peer"),
+        ] {
             let c = crate::parse(t, name, None).unwrap();
             assert_eq!(c.ports.len(), 2);
             assert_eq!(c.sas.len(), 2);
@@ -391,15 +532,22 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_field() {
-        let base = "[[sa]]\ndirection = \"out\"\nspi = 1\nmode = \"transport\"\naead = \"aes-128-gcm\"\n";
+        let base =
+            "[[sa]]\ndirection = \"out\"\nspi = 1\nmode = \"transport\"\naead = \"aes-128-gcm\"\n";
         let e = err(&format!("{base}key = \"0x0011\"\n"));
         assert_eq!((e.line, e.field.as_str()), (6, "key"), "{e}");
-        let e = err(&format!("{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nicv = 10\n"));
+        let e = err(&format!(
+            "{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nicv = 10\n"
+        ));
         assert_eq!((e.line, e.field.as_str()), (7, "icv"), "{e}");
-        let e = err(&format!("{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nreplay_windw = 10\n"));
+        let e = err(&format!(
+            "{base}key = \"0x00112233445566778899aabbccddeeff00112233\"\nreplay_windw = 10\n"
+        ));
         assert_eq!((e.line, e.field.as_str()), (7, "replay_windw"), "{e}");
         assert!(e.message.contains("unknown field"), "{e}");
-        let e = err("[[policy]]\ndirection = \"out\"\ndst = \"10.0.0.0/8\"\naction = \"protect\"\nsa = 5\n");
+        let e = err(
+            "[[policy]]\ndirection = \"out\"\ndst = \"10.0.0.0/8\"\naction = \"protect\"\nsa = 5\n",
+        );
         assert_eq!((e.line, e.field.as_str()), (5, "sa"), "{e}");
         let e = err("[[route]]\ndst = \"10.0.0.0/8\"\nport = \"north\"\n");
         assert_eq!((e.line, e.field.as_str()), (3, "port"), "{e}");

@@ -57,7 +57,9 @@ struct Cursor<'a, 'b> {
 
 impl<'a, 'b> Cursor<'a, 'b> {
     fn line(&self) -> usize {
-        self.toks.get(self.i.min(self.toks.len().saturating_sub(1))).map_or(0, |t| t.line)
+        self.toks
+            .get(self.i.min(self.toks.len().saturating_sub(1)))
+            .map_or(0, |t| t.line)
     }
     fn err(&self, field: &str, msg: impl Into<String>) -> ConfigError {
         ConfigError::new(self.file, self.line(), field, msg)
@@ -81,7 +83,11 @@ impl<'a, 'b> Cursor<'a, 'b> {
         }
     }
     /// Parses the value after `field` with `f`, reporting errors at its line.
-    fn parse<T>(&mut self, field: &str, f: impl FnOnce(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+    fn parse<T>(
+        &mut self,
+        field: &str,
+        f: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
         let v = self.value(field)?;
         f(v).map_err(|m| {
             self.i -= 1;
@@ -96,10 +102,17 @@ impl<'a, 'b> Cursor<'a, 'b> {
 }
 
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    let mut cfg = Config {
+        burst: DEFAULT_BURST,
+        ..Config::default()
+    };
     let mut max_port = None::<usize>;
     for toks in logical_lines(text) {
-        let mut c = Cursor { toks: &toks, i: 0, file };
+        let mut c = Cursor {
+            toks: &toks,
+            i: 0,
+            file,
+        };
         let loc = Location::new(file, c.line());
         match c.next() {
             Some("sp") => cfg.policies.push(parse_sp(&mut c, loc)?),
@@ -116,7 +129,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             }
             Some(other) => {
                 c.i = 0;
-                return Err(c.err("rule", format!("unknown rule type '{other}' (sp, sa, rt, neigh)")));
+                return Err(c.err(
+                    "rule",
+                    format!("unknown rule type '{other}' (sp, sa, rt, neigh)"),
+                ));
             }
             None => {}
         }
@@ -147,7 +163,10 @@ fn family_prefix(c: &mut Cursor<'_, '_>, field: &str, v4: bool) -> Result<Prefix
     c.parse(field, |s| {
         let p = parse_prefix(s)?;
         if p.is_ipv4() != v4 {
-            return Err(format!("{s} is not an {} prefix", if v4 { "IPv4" } else { "IPv6" }));
+            return Err(format!(
+                "{s} is not an {} prefix",
+                if v4 { "IPv4" } else { "IPv6" }
+            ));
         }
         Ok(p)
     })
@@ -156,7 +175,13 @@ fn family_prefix(c: &mut Cursor<'_, '_>, field: &str, v4: bool) -> Result<Prefix
 fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, ConfigError> {
     let v4 = parse_family(c)?;
     let direction = parse_dir(c)?;
-    c.parse("protocol", |s| if s == "esp" { Ok(()) } else { Err(format!("'{s}' is not esp")) })?;
+    c.parse("protocol", |s| {
+        if s == "esp" {
+            Ok(())
+        } else {
+            Err(format!("'{s}' is not esp"))
+        }
+    })?;
     let action = match c.value("action")? {
         "protect" => Action::Protect(c.parse("protect", parse_u32)?),
         "bypass" => Action::Bypass,
@@ -166,7 +191,11 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             return Err(c.err("action", format!("'{o}' is not protect, bypass or discard")));
         }
     };
-    let any = if v4 { Prefix::any_v4() } else { Prefix::any_v6() };
+    let any = if v4 {
+        Prefix::any_v4()
+    } else {
+        Prefix::any_v6()
+    };
     let mut p = PolicyConfig {
         direction,
         priority: 0,
@@ -180,7 +209,12 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
     };
     while let Some(k) = c.next() {
         match k {
-            "pri" => p.priority = c.parse("pri", |s| s.parse::<i64>().map_err(|_| format!("'{s}' is not a number")))?,
+            "pri" => {
+                p.priority = c.parse("pri", |s| {
+                    s.parse::<i64>()
+                        .map_err(|_| format!("'{s}' is not a number"))
+                })?
+            }
             "src" => p.src = family_prefix(c, "src", v4)?,
             "dst" => p.dst = family_prefix(c, "dst", v4)?,
             "proto" => p.proto = c.parse("proto", parse_range_u8)?,
@@ -203,12 +237,17 @@ fn aead_from_name(s: &str) -> Result<AeadAlgorithm, String> {
         "aes-128-ccm" | "aes-192-ccm" | "aes-256-ccm" | "chacha20-poly1305" => {
             Err(format!("AEAD algorithm '{s}' is not supported yet"))
         }
-        o => Err(format!("unknown AEAD algorithm '{o}' (aes-128-gcm, aes-192-gcm, aes-256-gcm)")),
+        o => Err(format!(
+            "unknown AEAD algorithm '{o}' (aes-128-gcm, aes-192-gcm, aes-256-gcm)"
+        )),
     }
 }
 
 /// Splits RFC 4106 keying material (key || 4-byte salt) for `alg`.
-pub(crate) fn split_salt(alg: AeadAlgorithm, material: &[u8]) -> Result<(Vec<u8>, [u8; 4]), String> {
+pub(crate) fn split_salt(
+    alg: AeadAlgorithm,
+    material: &[u8],
+) -> Result<(Vec<u8>, [u8; 4]), String> {
     let want = alg.key_len() + 4;
     if material.len() != want {
         return Err(format!(
@@ -258,7 +297,9 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
                 let line = c.line();
                 let m = c.parse("mode", |s| match s {
                     "ipv4-tunnel" | "ipv6-tunnel" | "transport" => Ok(s.to_string()),
-                    o => Err(format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport")),
+                    o => Err(format!(
+                        "'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"
+                    )),
                 })?;
                 mode_name = Some((m, line));
             }
@@ -272,12 +313,22 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
                 }
             }
             "udp-encap" => udp = Some(udp.unwrap_or_default()),
-            "udp_sport" => udp.get_or_insert_with(UdpEncap::default).src_port = c.parse(k, |s| s.parse::<u16>().map_err(|_| format!("'{s}' is not a port")))?,
-            "udp_dport" => udp.get_or_insert_with(UdpEncap::default).dst_port = c.parse(k, |s| s.parse::<u16>().map_err(|_| format!("'{s}' is not a port")))?,
+            "udp_sport" => {
+                udp.get_or_insert_with(UdpEncap::default).src_port = c.parse(k, |s| {
+                    s.parse::<u16>().map_err(|_| format!("'{s}' is not a port"))
+                })?
+            }
+            "udp_dport" => {
+                udp.get_or_insert_with(UdpEncap::default).dst_port = c.parse(k, |s| {
+                    s.parse::<u16>().map_err(|_| format!("'{s}' is not a port"))
+                })?
+            }
             "type" => {
                 c.parse("type", |s| match s {
                     "no-offload" | "lookaside-none" => Ok(()),
-                    o => Err(format!("'{o}': hardware offload types are not supported (no-offload)")),
+                    o => Err(format!(
+                        "'{o}': hardware offload types are not supported (no-offload)"
+                    )),
                 })?;
             }
             "port_id" | "fallback" | "mss" => {
@@ -295,7 +346,11 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
                     o => Err(format!("'{o}' is not an allowed ICV length (8, 12, 16)")),
                 })?
             }
-            "ttl" => ttl = c.parse(k, |s| s.parse::<u8>().map_err(|_| format!("'{s}' is not a TTL")))?,
+            "ttl" => {
+                ttl = c.parse(k, |s| {
+                    s.parse::<u8>().map_err(|_| format!("'{s}' is not a TTL"))
+                })?
+            }
             "lifetime_soft_packets" => lifetime.soft_packets = Some(c.parse(k, parse_u64)?),
             "lifetime_hard_packets" => lifetime.hard_packets = Some(c.parse(k, parse_u64)?),
             "lifetime_soft_bytes" => lifetime.soft_bytes = Some(c.parse(k, parse_u64)?),
@@ -306,26 +361,51 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             }
         }
     }
-    let aead = aead.ok_or_else(|| loc.error("aead_algo", "missing (aes-128-gcm, aes-192-gcm or aes-256-gcm)"))?;
+    let aead = aead.ok_or_else(|| {
+        loc.error(
+            "aead_algo",
+            "missing (aes-128-gcm, aes-192-gcm or aes-256-gcm)",
+        )
+    })?;
     let (material, key_line) = key_material.ok_or_else(|| loc.error("aead_key", "missing"))?;
-    let (key, salt) = split_salt(aead, &material).map_err(|m| ConfigError::new(&loc.file, key_line, "aead_key", m))?;
-    let (mode_name, mode_line) = mode_name.ok_or_else(|| loc.error("mode", "missing (ipv4-tunnel, ipv6-tunnel, transport)"))?;
+    let (key, salt) = split_salt(aead, &material)
+        .map_err(|m| ConfigError::new(&loc.file, key_line, "aead_key", m))?;
+    let (mode_name, mode_line) = mode_name
+        .ok_or_else(|| loc.error("mode", "missing (ipv4-tunnel, ipv6-tunnel, transport)"))?;
     let mode = match mode_name.as_str() {
         "transport" => Mode::Transport,
         m => {
             let v4 = m == "ipv4-tunnel";
             let (s, d) = match (src, dst) {
                 (Some(s), Some(d)) => (s, d),
-                _ => return Err(ConfigError::new(&loc.file, mode_line, "mode", format!("{m} needs src and dst"))),
+                _ => {
+                    return Err(ConfigError::new(
+                        &loc.file,
+                        mode_line,
+                        "mode",
+                        format!("{m} needs src and dst"),
+                    ))
+                }
             };
             if s.is_ipv4() != v4 || d.is_ipv4() != v4 {
-                return Err(ConfigError::new(&loc.file, mode_line, "mode", format!("{m} needs {} src and dst", if v4 { "IPv4" } else { "IPv6" })));
+                return Err(ConfigError::new(
+                    &loc.file,
+                    mode_line,
+                    "mode",
+                    format!("{m} needs {} src and dst", if v4 { "IPv4" } else { "IPv6" }),
+                ));
             }
             // ipsec-secgw writes the outer header's src/dst on the SA itself: for an
             // inbound SA src is the peer.
             match direction {
-                Direction::Out => Mode::Tunnel { local: s, remote: d },
-                Direction::In => Mode::Tunnel { local: d, remote: s },
+                Direction::Out => Mode::Tunnel {
+                    local: s,
+                    remote: d,
+                },
+                Direction::In => Mode::Tunnel {
+                    local: d,
+                    remote: s,
+                },
             }
         }
     };
@@ -360,7 +440,14 @@ fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, Config
                 family_prefix(c, "src", v4)?;
             }
             "dst" => dst = Some(family_prefix(c, "dst", v4)?),
-            "port" => port = Some(c.parse("port", |s| s.parse::<usize>().ok().filter(|&p| p < 64).ok_or(format!("'{s}' is not a port number (0..63)")))?),
+            "port" => {
+                port = Some(c.parse("port", |s| {
+                    s.parse::<usize>()
+                        .ok()
+                        .filter(|&p| p < 64)
+                        .ok_or(format!("'{s}' is not a port number (0..63)"))
+                })?)
+            }
             o => {
                 c.i -= 1;
                 return Err(c.err("rt", format!("unknown keyword '{o}'")));
@@ -375,14 +462,32 @@ fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, Config
 }
 
 fn parse_neigh(c: &mut Cursor<'_, '_>, loc: Location) -> Result<NeighbourConfig, ConfigError> {
-    c.parse("port", |s| if s == "port" { Ok(()) } else { Err(format!("expected 'port', got '{s}'")) })?;
-    let port = c.parse("port", |s| s.parse::<usize>().ok().filter(|&p| p < 64).ok_or(format!("'{s}' is not a port number (0..63)")))?;
-    let mac = c.parse("mac", |s| parse_mac(s).ok_or(format!("'{s}' is not a MAC address")))?;
+    c.parse("port", |s| {
+        if s == "port" {
+            Ok(())
+        } else {
+            Err(format!("expected 'port', got '{s}'"))
+        }
+    })?;
+    let port = c.parse("port", |s| {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&p| p < 64)
+            .ok_or(format!("'{s}' is not a port number (0..63)"))
+    })?;
+    let mac = c.parse("mac", |s| {
+        parse_mac(s).ok_or(format!("'{s}' is not a MAC address"))
+    })?;
     if let Some(extra) = c.next() {
         c.i -= 1;
         return Err(c.err("neigh", format!("unexpected '{extra}'")));
     }
-    Ok(NeighbourConfig { port, ip: None, mac, loc })
+    Ok(NeighbourConfig {
+        port,
+        ip: None,
+        mac,
+        loc,
+    })
 }
 
 #[cfg(test)]
@@ -420,7 +525,10 @@ neigh port 1 d0:43:1e:12:34:56
         assert_eq!(sa.udp_encap, Some(UdpEncap::default()));
         assert_eq!(
             sa.mode,
-            Mode::Tunnel { local: "172.16.1.5".parse().unwrap(), remote: "172.16.2.5".parse().unwrap() }
+            Mode::Tunnel {
+                local: "172.16.1.5".parse().unwrap(),
+                remote: "172.16.2.5".parse().unwrap()
+            }
         );
         let sa_in = c.sa(Direction::In, 105).unwrap();
         assert_eq!(sa_in.aead, AeadAlgorithm::AesGcm256);
@@ -430,7 +538,9 @@ neigh port 1 d0:43:1e:12:34:56
     }
 
     fn err(text: &str) -> ConfigError {
-        parse(text, "t.cfg").and_then(|c| c.validate().map(|_| c)).unwrap_err()
+        parse(text, "t.cfg")
+            .and_then(|c| c.validate().map(|_| c))
+            .unwrap_err()
     }
 
     #[test]

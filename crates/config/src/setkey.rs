@@ -60,13 +60,22 @@ fn tokenize(text: &str) -> Vec<Tok> {
                 }
                 ';' => {
                     if !cur.is_empty() {
-                        out.push(Tok { s: std::mem::take(&mut cur), line });
+                        out.push(Tok {
+                            s: std::mem::take(&mut cur),
+                            line,
+                        });
                     }
-                    out.push(Tok { s: ";".into(), line });
+                    out.push(Tok {
+                        s: ";".into(),
+                        line,
+                    });
                 }
                 c if c.is_whitespace() => {
                     if !cur.is_empty() {
-                        out.push(Tok { s: std::mem::take(&mut cur), line });
+                        out.push(Tok {
+                            s: std::mem::take(&mut cur),
+                            line,
+                        });
                     }
                 }
                 c => cur.push(c),
@@ -78,6 +87,9 @@ fn tokenize(text: &str) -> Vec<Tok> {
     }
     out
 }
+
+/// An `-E` clause: algorithm, key, salt, ICV length.
+type EncAlg = (AeadAlgorithm, Zeroizing<Vec<u8>>, [u8; 4], usize);
 
 /// A parsed `add`, before its direction is known.
 struct PendingSa {
@@ -108,7 +120,9 @@ struct Stmt<'a> {
 
 impl<'a> Stmt<'a> {
     fn line(&self) -> usize {
-        self.toks.get(self.i.min(self.toks.len().saturating_sub(1))).map_or(0, |t| t.line)
+        self.toks
+            .get(self.i.min(self.toks.len().saturating_sub(1)))
+            .map_or(0, |t| t.line)
     }
     fn err(&self, field: &str, m: impl Into<String>) -> ConfigError {
         ConfigError::new(self.file, self.line(), field, m)
@@ -127,7 +141,10 @@ impl<'a> Stmt<'a> {
     }
     /// Error about the token just read.
     fn err_prev(&self, field: &str, m: impl Into<String>) -> ConfigError {
-        let line = self.toks.get(self.i.saturating_sub(1)).map_or(0, |t| t.line);
+        let line = self
+            .toks
+            .get(self.i.saturating_sub(1))
+            .map_or(0, |t| t.line);
         ConfigError::new(self.file, line, field, m)
     }
 }
@@ -140,7 +157,11 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         if stmt.is_empty() {
             continue;
         }
-        let mut s = Stmt { toks: stmt, i: 0, file };
+        let mut s = Stmt {
+            toks: stmt,
+            i: 0,
+            file,
+        };
         let loc = Location::new(file, s.line());
         match s.next("command")? {
             "flush" => sas.clear(),
@@ -153,7 +174,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             }
             other => {
                 s.i = 0;
-                return Err(s.err("command", format!("'{other}' is not supported (flush, spdflush, add, spdadd)")));
+                return Err(s.err(
+                    "command",
+                    format!("'{other}' is not supported (flush, spdflush, add, spdadd)"),
+                ));
             }
         }
         if s.i < stmt.len() {
@@ -161,7 +185,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         }
     }
     // Give each policy its SA, and each SA its direction and mode.
-    let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+    let mut cfg = Config {
+        burst: DEFAULT_BURST,
+        ..Config::default()
+    };
     for (mut p, tmpl) in policies {
         if let Some(t) = tmpl {
             let dir = p.direction;
@@ -174,12 +201,21 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                     Template::Tunnel(a, b) => format!("esp/tunnel/{a}-{b}"),
                     Template::Transport => format!("esp/transport between {} and {}", p.src, p.dst),
                 };
-                return Err(p.loc.error("policy", format!("no SA for {what}: add one with 'add SRC DST esp SPI ...'")));
+                return Err(p.loc.error(
+                    "policy",
+                    format!("no SA for {what}: add one with 'add SRC DST esp SPI ...'"),
+                ));
             };
             let mode = match t {
                 Template::Tunnel(a, b) => match dir {
-                    Direction::Out => Mode::Tunnel { local: a, remote: b },
-                    Direction::In => Mode::Tunnel { local: b, remote: a },
+                    Direction::Out => Mode::Tunnel {
+                        local: a,
+                        remote: b,
+                    },
+                    Direction::In => Mode::Tunnel {
+                        local: b,
+                        remote: a,
+                    },
                 },
                 Template::Transport => Mode::Transport,
             };
@@ -201,7 +237,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let Some((direction, mode)) = sa.used else {
             return Err(sa.loc.error(
                 "add",
-                format!("SA 0x{:x} from {} to {} is used by no policy, so its direction is unknown", sa.spi, sa.src, sa.dst),
+                format!(
+                    "SA 0x{:x} from {} to {} is used by no policy, so its direction is unknown",
+                    sa.spi, sa.src, sa.dst
+                ),
             ));
         };
         cfg.sas.push(SaConfig {
@@ -234,7 +273,11 @@ fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
     cfg.ports[NORTH].name = "north".into();
     let mut add = |dst: Prefix, port: usize, loc: &Location| {
         if !cfg.routes.iter().any(|r| r.dst == dst) {
-            cfg.routes.push(RouteConfig { dst, port, loc: loc.clone() });
+            cfg.routes.push(RouteConfig {
+                dst,
+                port,
+                loc: loc.clone(),
+            });
         }
     };
     for sa in sas {
@@ -260,8 +303,17 @@ fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
 fn addr_with_port(s: &str) -> Result<(IpAddr, Option<u16>), String> {
     match s.split_once('[') {
         Some((a, rest)) => {
-            let p = rest.strip_suffix(']').ok_or(format!("'{s}': missing ']'"))?;
-            let port = if p == "any" { None } else { Some(p.parse::<u16>().map_err(|_| format!("'{p}' is not a port"))?) };
+            let p = rest
+                .strip_suffix(']')
+                .ok_or(format!("'{s}': missing ']'"))?;
+            let port = if p == "any" {
+                None
+            } else {
+                Some(
+                    p.parse::<u16>()
+                        .map_err(|_| format!("'{p}' is not a port"))?,
+                )
+            };
             Ok((parse_addr(a)?, port))
         }
         None => Ok((parse_addr(s)?, None)),
@@ -293,7 +345,10 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
     }
     let udp = match s.next("protocol")? {
         "esp" => None,
-        "esp-udp" => Some(UdpEncap { src_port: sport.unwrap_or(4500), dst_port: dport.unwrap_or(4500) }),
+        "esp-udp" => Some(UdpEncap {
+            src_port: sport.unwrap_or(4500),
+            dst_port: dport.unwrap_or(4500),
+        }),
         "ah" | "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
             return Err(s.err_prev("protocol", "only esp and esp-udp are supported yet"))
         }
@@ -302,7 +357,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
     let spi = parse_u32(s.next("spi")?).map_err(|m| s.err_prev("spi", m))?;
     let mut replay_window = DEFAULT_REPLAY_WINDOW;
     let mut lifetime = Lifetime::default();
-    let mut alg: Option<(AeadAlgorithm, Zeroizing<Vec<u8>>, [u8; 4], usize)> = None;
+    let mut alg: Option<EncAlg> = None;
     while let Some(opt) = s.peek() {
         s.i += 1;
         match opt {
@@ -316,8 +371,12 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
             "-u" | "-f" | "-lh" | "-ls" => {
                 s.next(opt)?;
             }
-            "-bh" => lifetime.hard_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?),
-            "-bs" => lifetime.soft_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?),
+            "-bh" => {
+                lifetime.hard_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?)
+            }
+            "-bs" => {
+                lifetime.soft_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?)
+            }
             "-E" => {
                 let name = s.next("-E")?;
                 let icv = match name {
@@ -326,7 +385,9 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                     "aes-gcm-8" => 8,
                     o => return Err(s.err_prev("-E", format!("encryption algorithm '{o}' is not supported yet (aes-gcm-16, aes-gcm-12, aes-gcm-8)"))),
                 };
-                let material = Zeroizing::new(key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?);
+                let material = Zeroizing::new(
+                    key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?,
+                );
                 let a = material
                     .len()
                     .checked_sub(4)
@@ -336,22 +397,45 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                 alg = Some((a, Zeroizing::new(key), salt, icv));
             }
             "-A" => {
-                return Err(s.err_prev("-A", "integrity algorithms are not supported yet (AES-GCM needs none)"))
+                return Err(s.err_prev(
+                    "-A",
+                    "integrity algorithms are not supported yet (AES-GCM needs none)",
+                ))
             }
             "-C" => return Err(s.err_prev("-C", "IPComp is not supported")),
             o => return Err(s.err_prev("add", format!("unknown option '{o}'"))),
         }
     }
-    let (aead, key, salt, icv_len) = alg.ok_or_else(|| loc.error("-E", "missing encryption algorithm"))?;
-    Ok(PendingSa { src, dst, spi, aead, key, salt, icv_len, udp, replay_window, lifetime, loc, used: None })
+    let (aead, key, salt, icv_len) =
+        alg.ok_or_else(|| loc.error("-E", "missing encryption algorithm"))?;
+    Ok(PendingSa {
+        src,
+        dst,
+        spi,
+        aead,
+        key,
+        salt,
+        icv_len,
+        udp,
+        replay_window,
+        lifetime,
+        loc,
+        used: None,
+    })
 }
 
 /// `ADDR[/LEN][[PORT]]` to a prefix and a port range.
 fn range_with_port(s: &str) -> Result<(Prefix, Range<u16>), String> {
     let (p, port) = match s.split_once('[') {
         Some((p, rest)) => {
-            let port = rest.strip_suffix(']').ok_or(format!("'{s}': missing ']'"))?;
-            let r = if port == "any" { ANY_PORT } else { parse_range_u16(port)? };
+            let port = rest
+                .strip_suffix(']')
+                .ok_or(format!("'{s}': missing ']'"))?;
+            let r = if port == "any" {
+                ANY_PORT
+            } else {
+                parse_range_u16(port)?
+            };
             (p, r)
         }
         None => (s, ANY_PORT),
@@ -373,7 +457,8 @@ fn parse_spdadd(
     let proto = if upper == "any" {
         ANY_PROTO
     } else {
-        let n = parse_proto_name(upper).ok_or_else(|| s.err_prev("upperspec", format!("unknown protocol '{upper}'")))?;
+        let n = parse_proto_name(upper)
+            .ok_or_else(|| s.err_prev("upperspec", format!("unknown protocol '{upper}'")))?;
         Range::new(n, n)
     };
     if s.next("-P")? != "-P" {
@@ -388,7 +473,10 @@ fn parse_spdadd(
     let mut priority: i64 = -(1i64 << 31);
     if matches!(s.peek(), Some("prio") | Some("priority")) {
         s.i += 1;
-        let v: i64 = s.next("priority")?.parse().map_err(|_| s.err_prev("priority", "not a number"))?;
+        let v: i64 = s
+            .next("priority")?
+            .parse()
+            .map_err(|_| s.err_prev("priority", "not a number"))?;
         priority = -v;
     }
     let (action, tmpl) = match s.next("policy")? {
@@ -398,31 +486,66 @@ fn parse_spdadd(
             let rule = s.next("ipsec rule")?;
             let parts: Vec<&str> = rule.split('/').collect();
             if parts.len() != 4 {
-                return Err(s.err_prev("ipsec rule", format!("'{rule}' is not PROTO/MODE/SRC-DST/LEVEL")));
+                return Err(s.err_prev(
+                    "ipsec rule",
+                    format!("'{rule}' is not PROTO/MODE/SRC-DST/LEVEL"),
+                ));
             }
             if parts[0] != "esp" {
-                return Err(s.err_prev("ipsec rule", format!("'{}' is not supported yet (esp)", parts[0])));
+                return Err(s.err_prev(
+                    "ipsec rule",
+                    format!("'{}' is not supported yet (esp)", parts[0]),
+                ));
             }
             let level = parts[3].split(':').next().unwrap_or("");
             if !matches!(level, "require" | "unique" | "default" | "use") {
-                return Err(s.err_prev("ipsec rule", format!("level '{}' is not default, use, require or unique", parts[3])));
+                return Err(s.err_prev(
+                    "ipsec rule",
+                    format!(
+                        "level '{}' is not default, use, require or unique",
+                        parts[3]
+                    ),
+                ));
             }
             let t = match parts[1] {
                 "tunnel" => {
-                    let (a, b) = split_endpoints(parts[2]).ok_or_else(|| s.err_prev("ipsec rule", format!("'{}' is not SRC-DST", parts[2])))?;
+                    let (a, b) = split_endpoints(parts[2]).ok_or_else(|| {
+                        s.err_prev("ipsec rule", format!("'{}' is not SRC-DST", parts[2]))
+                    })?;
                     Template::Tunnel(a, b)
                 }
                 "transport" => Template::Transport,
-                o => return Err(s.err_prev("ipsec rule", format!("mode '{o}' is not tunnel or transport"))),
+                o => {
+                    return Err(s.err_prev(
+                        "ipsec rule",
+                        format!("mode '{o}' is not tunnel or transport"),
+                    ))
+                }
             };
             if s.peek().is_some() {
-                return Err(s.err("ipsec rule", "SA bundles (esp with ah) are not supported yet"));
+                return Err(s.err(
+                    "ipsec rule",
+                    "SA bundles (esp with ah) are not supported yet",
+                ));
             }
             (Action::Protect(0), Some(t))
         }
         o => return Err(s.err_prev("policy", format!("'{o}' is not none, discard or ipsec"))),
     };
-    Ok(Some((PolicyConfig { direction, priority, src, dst, proto, sport, dport, action, loc }, tmpl)))
+    Ok(Some((
+        PolicyConfig {
+            direction,
+            priority,
+            src,
+            dst,
+            proto,
+            sport,
+            dport,
+            action,
+            loc,
+        },
+        tmpl,
+    )))
 }
 
 /// `A-B` where A and B are addresses (IPv6 addresses contain ':' but never '-').
@@ -459,13 +582,19 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         assert_eq!(out.salt, [1, 2, 3, 4]);
         assert_eq!(
             out.mode,
-            Mode::Tunnel { local: "192.0.2.1".parse().unwrap(), remote: "192.0.2.2".parse().unwrap() }
+            Mode::Tunnel {
+                local: "192.0.2.1".parse().unwrap(),
+                remote: "192.0.2.2".parse().unwrap()
+            }
         );
         let inb = c.sa(Direction::In, 0x2000).unwrap();
         assert_eq!(inb.loc.line, 7);
         assert_eq!(
             inb.mode,
-            Mode::Tunnel { local: "192.0.2.1".parse().unwrap(), remote: "192.0.2.2".parse().unwrap() }
+            Mode::Tunnel {
+                local: "192.0.2.1".parse().unwrap(),
+                remote: "192.0.2.2".parse().unwrap()
+            }
         );
         assert_eq!(c.policies.len(), 3);
         assert_eq!(c.policies[0].action, Action::Protect(0x1000));
@@ -475,7 +604,11 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         assert_eq!(c.policies[2].proto, Range::new(17, 17));
         // Routes: the tunnel's far end and the bypassed host north, the inbound
         // destination south.
-        let routes: Vec<(String, usize)> = c.routes.iter().map(|r| (r.dst.to_string(), r.port)).collect();
+        let routes: Vec<(String, usize)> = c
+            .routes
+            .iter()
+            .map(|r| (r.dst.to_string(), r.port))
+            .collect();
         assert_eq!(
             routes,
             vec![
@@ -499,7 +632,11 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
     fn errors() {
         let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10 -E 3des-cbc 0x00;\n", "x").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (1, "-E"));
-        let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10\n  -E aes-gcm-16 0x0011;\n", "x").unwrap_err();
+        let e = parse(
+            "add 192.0.2.1 192.0.2.2 esp 0x10\n  -E aes-gcm-16 0x0011;\n",
+            "x",
+        )
+        .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "-E key"));
         let e = parse("spdadd 10.0.0.0/8 10.1.0.0/16 any -P out ipsec\n esp/tunnel/192.0.2.1-192.0.2.2/require;\n", "x").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (1, "policy"));

@@ -20,15 +20,19 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
         }
         out
     } else {
-        t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t).to_string()
+        t.strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t)
+            .to_string()
     };
-    if hex.is_empty() || hex.len() % 2 != 0 {
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return Err("hex key needs an even, non-zero number of digits".into());
     }
     (0..hex.len())
         .step_by(2)
         .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| format!("'{}' is not hex", &hex[i..i + 2]))
+            u8::from_str_radix(&hex[i..i + 2], 16)
+                .map_err(|_| format!("'{}' is not hex", &hex[i..i + 2]))
         })
         .collect()
 }
@@ -39,12 +43,16 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
-    let addr: IpAddr = a.parse().map_err(|_| format!("'{a}' is not an IP address"))?;
+    let addr: IpAddr = a
+        .parse()
+        .map_err(|_| format!("'{a}' is not an IP address"))?;
     let width = if addr.is_ipv4() { 32 } else { 128 };
     let len = match l {
-        Some(l) => l.parse::<u8>().ok().filter(|&n| n <= width).ok_or(format!(
-            "prefix length '{l}' must be 0..={width}"
-        ))?,
+        Some(l) => l
+            .parse::<u8>()
+            .ok()
+            .filter(|&n| n <= width)
+            .ok_or(format!("prefix length '{l}' must be 0..={width}"))?,
         None => width,
     };
     Ok(Prefix { addr, len })
@@ -71,7 +79,10 @@ pub fn parse_u32(s: &str) -> Result<u32, String> {
 /// `LO:HI`, `LO-HI` or a single value.
 pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
     let (lo, hi) = split_range(s);
-    let p = |x: &str| x.parse::<u16>().map_err(|_| format!("'{x}' is not a port (0..=65535)"));
+    let p = |x: &str| {
+        x.parse::<u16>()
+            .map_err(|_| format!("'{x}' is not a port (0..=65535)"))
+    };
     let r = Range::new(p(lo)?, p(hi)?);
     if r.lo > r.hi {
         return Err(format!("range {s} has its low end above its high end"));
@@ -81,7 +92,10 @@ pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
 
 pub fn parse_range_u8(s: &str) -> Result<Range<u8>, String> {
     let (lo, hi) = split_range(s);
-    let p = |x: &str| x.parse::<u8>().map_err(|_| format!("'{x}' is not a protocol number (0..=255)"));
+    let p = |x: &str| {
+        x.parse::<u8>()
+            .map_err(|_| format!("'{x}' is not a protocol number (0..=255)"))
+    };
     let r = Range::new(p(lo)?, p(hi)?);
     if r.lo > r.hi {
         return Err(format!("range {s} has its low end above its high end"));
@@ -90,7 +104,9 @@ pub fn parse_range_u8(s: &str) -> Result<Range<u8>, String> {
 }
 
 fn split_range(s: &str) -> (&str, &str) {
-    s.split_once(':').or_else(|| s.split_once('-')).unwrap_or((s, s))
+    s.split_once(':')
+        .or_else(|| s.split_once('-'))
+        .unwrap_or((s, s))
 }
 
 /// Protocol names setkey and the native format accept.
@@ -113,7 +129,10 @@ mod tests {
     #[test]
     fn keys() {
         assert_eq!(parse_key("0x0a0B").unwrap(), vec![10, 11]);
-        assert_eq!(parse_key("de:ad:be:ef").unwrap(), vec![0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(
+            parse_key("de:ad:be:ef").unwrap(),
+            vec![0xde, 0xad, 0xbe, 0xef]
+        );
         assert_eq!(parse_key("0:1:2").unwrap(), vec![0, 1, 2]);
         assert!(parse_key("0x123").is_err());
         assert!(parse_key("zz").is_err());

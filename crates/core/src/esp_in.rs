@@ -42,7 +42,11 @@ pub enum Classified {
 }
 
 /// Looks at an inbound IP packet: ESP (or ESP-in-UDP) is matched to its SA by SPI.
-pub fn classify(pkt: &Packet, info: &IpInfo, tables: &Tables) -> Result<Classified, (DropReason, Option<u32>)> {
+pub fn classify(
+    pkt: &Packet,
+    info: &IpInfo,
+    tables: &Tables,
+) -> Result<Classified, (DropReason, Option<u32>)> {
     let d = pkt.data();
     let k = &info.key;
     let mut esp_off = info.upper_off;
@@ -66,7 +70,10 @@ pub fn classify(pkt: &Packet, info: &IpInfo, tables: &Tables) -> Result<Classifi
     }
     let e = esp::EspPacket::new_checked(d.get(esp_off..info.total_len).unwrap_or(&[]))
         .map_err(|_| (DropReason::Truncated, None))?;
-    let sa_idx = *tables.sa_in_by_spi.get(&e.spi()).ok_or((DropReason::NoSa, None))?;
+    let sa_idx = *tables
+        .sa_in_by_spi
+        .get(&e.spi())
+        .ok_or((DropReason::NoSa, None))?;
     let sa = &tables.sas[sa_idx as usize];
     let body = info.total_len - esp_off - esp::HEADER_LEN;
     let min = 8 + esp::TRAILER_LEN + sa.icv_len;
@@ -81,7 +88,10 @@ pub fn classify(pkt: &Packet, info: &IpInfo, tables: &Tables) -> Result<Classifi
     let nh_at = if k.v4 {
         9
     } else {
-        Ipv6Packet::new_checked(d).and_then(|v| v.upper_layer()).map(|u| u.next_header_at).unwrap_or(6)
+        Ipv6Packet::new_checked(d)
+            .and_then(|v| v.upper_layer())
+            .map(|u| u.next_header_at)
+            .unwrap_or(6)
     };
     Ok(Classified::Esp(OpenJob {
         sa: sa_idx,
@@ -107,11 +117,19 @@ pub fn iv(pkt: &Packet, job: &OpenJob) -> [u8; 8] {
 /// returns the length of the text. `seq` is the full sequence number (with ESN, its high
 /// half comes from the replay window). The pipeline does the same for whole bursts.
 pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReason> {
-    let text_len = esp.len().checked_sub(ESP_HDR_IV + sa.icv_len).ok_or(DropReason::Truncated)?;
+    let text_len = esp
+        .len()
+        .checked_sub(ESP_HDR_IV + sa.icv_len)
+        .ok_or(DropReason::Truncated)?;
     let mut iv = [0u8; 8];
     iv.copy_from_slice(&esp[8..16]);
     let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
-    let mut ops = [espgw_crypto::AeadOp { nonce, aad, aad_len, buf: &mut esp[ESP_HDR_IV..] }];
+    let mut ops = [espgw_crypto::AeadOp {
+        nonce,
+        aad,
+        aad_len,
+        buf: &mut esp[ESP_HDR_IV..],
+    }];
     let mut ok = [false];
     sa.key.open_burst(&mut ops, &mut ok);
     if ok[0] {
@@ -139,7 +157,10 @@ pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
 /// Removes the ESP encapsulation from an authenticated, decrypted packet. On success the
 /// packet holds the inner IP packet (tunnel) or the restored IP packet (transport).
 pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropReason> {
-    let text = pkt.data().get(job.text_off..job.text_off + job.text_len).ok_or(DropReason::Truncated)?;
+    let text = pkt
+        .data()
+        .get(job.text_off..job.text_off + job.text_len)
+        .ok_or(DropReason::Truncated)?;
     let t = esp::parse_trailer(text).map_err(|_| DropReason::BadPadding)?;
     if t.next_header == proto::NO_NEXT {
         return Err(DropReason::Dummy);

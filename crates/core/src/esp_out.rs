@@ -38,12 +38,23 @@ pub struct SealJob {
 
 /// Appends padding, pad length and next header after the first `payload_end` bytes, and
 /// room for the ICV. Returns the text length (payload + trailer).
-fn add_trailer(pkt: &mut Packet, payload_start: usize, payload_end: usize, next_header: u8, icv: usize) -> Result<usize, DropReason> {
+fn add_trailer(
+    pkt: &mut Packet,
+    payload_start: usize,
+    payload_end: usize,
+    next_header: u8,
+    icv: usize,
+) -> Result<usize, DropReason> {
     let payload_len = payload_end - payload_start;
     let pad = esp::pad_len(payload_len, 4);
-    let d = pkt.push_back(pad + esp::TRAILER_LEN + icv).ok_or(DropReason::TooBig)?;
-    esp::emit_trailer(&mut d[payload_end..payload_end + pad + esp::TRAILER_LEN], next_header)
-        .map_err(|_| DropReason::TooBig)?;
+    let d = pkt
+        .push_back(pad + esp::TRAILER_LEN + icv)
+        .ok_or(DropReason::TooBig)?;
+    esp::emit_trailer(
+        &mut d[payload_end..payload_end + pad + esp::TRAILER_LEN],
+        next_header,
+    )
+    .map_err(|_| DropReason::TooBig)?;
     Ok(payload_len + pad + esp::TRAILER_LEN)
 }
 
@@ -55,7 +66,12 @@ fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
 /// Encapsulates the IP packet in `pkt` (which starts at its IP header; `info` describes
 /// it) for `sa` with sequence number `seq`. The text is left in plaintext for the burst
 /// crypto call.
-pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result<SealJob, DropReason> {
+pub fn encapsulate(
+    pkt: &mut Packet,
+    sa: &Sa,
+    seq: u64,
+    info: &IpInfo,
+) -> Result<SealJob, DropReason> {
     pkt.truncate(info.total_len);
     let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, seq.to_be_bytes());
     let icv = sa.icv_len;
@@ -63,7 +79,11 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
     match sa.mode {
         Mode::Tunnel { local, remote } => {
             let inner_len = info.total_len;
-            let nh = if info.key.v4 { proto::IPIP } else { proto::IPV6 };
+            let nh = if info.key.v4 {
+                proto::IPIP
+            } else {
+                proto::IPV6
+            };
             let text_len = add_trailer(pkt, 0, inner_len, nh, icv)?;
             let outer_v4 = local.is_ipv4();
             let ip_len = if outer_v4 { 20 } else { ipv6::HEADER_LEN };
@@ -74,13 +94,22 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
             write_esp_header(d, ip_len + udp_len, sa, seq);
             let mut udp_v6_checksum_at = None;
             if let Some(u) = sa.udp {
-                udp::emit(&mut d[ip_len..], u.src_port, u.dst_port, total - ip_len - udp::HEADER_LEN)
-                    .map_err(|_| DropReason::TooBig)?;
+                udp::emit(
+                    &mut d[ip_len..],
+                    u.src_port,
+                    u.dst_port,
+                    total - ip_len - udp::HEADER_LEN,
+                )
+                .map_err(|_| DropReason::TooBig)?;
                 if !outer_v4 {
                     udp_v6_checksum_at = Some(ip_len);
                 }
             }
-            let protocol = if sa.udp.is_some() { proto::UDP } else { proto::ESP };
+            let protocol = if sa.udp.is_some() {
+                proto::UDP
+            } else {
+                proto::ESP
+            };
             // RFC 4301 §5.1.2.1 / RFC 6040 normal mode: DSCP and ECN copied from the inner header.
             let (route_v4, route_dst) = match (local, remote) {
                 (std::net::IpAddr::V4(l), std::net::IpAddr::V4(r)) => {
@@ -114,7 +143,16 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
                 }
                 _ => return Err(DropReason::SaMismatch),
             };
-            Ok(SealJob { nonce, aad, aad_len, text_off: front, text_len, udp_v6_checksum_at, route_v4, route_dst })
+            Ok(SealJob {
+                nonce,
+                aad,
+                aad_len,
+                text_off: front,
+                text_len,
+                udp_v6_checksum_at,
+                route_v4,
+                route_dst,
+            })
         }
         Mode::Transport => {
             // Headers that stay in front of ESP, and the byte that names what follows them.
@@ -134,11 +172,20 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
             let total = pkt.len();
             let d = pkt.data_mut();
             write_esp_header(d, hdr_len + udp_len, sa, seq);
-            let protocol = if sa.udp.is_some() { proto::UDP } else { proto::ESP };
+            let protocol = if sa.udp.is_some() {
+                proto::UDP
+            } else {
+                proto::ESP
+            };
             let mut udp_v6_checksum_at = None;
             if let Some(u) = sa.udp {
-                udp::emit(&mut d[hdr_len..], u.src_port, u.dst_port, total - hdr_len - udp::HEADER_LEN)
-                    .map_err(|_| DropReason::TooBig)?;
+                udp::emit(
+                    &mut d[hdr_len..],
+                    u.src_port,
+                    u.dst_port,
+                    total - hdr_len - udp::HEADER_LEN,
+                )
+                .map_err(|_| DropReason::TooBig)?;
                 if !info.key.v4 {
                     udp_v6_checksum_at = Some(hdr_len);
                 }
@@ -149,7 +196,8 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
                 ip.set_total_len(u16::try_from(total).map_err(|_| DropReason::TooBig)?);
                 ip.fill_checksum();
             } else {
-                let plen = u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
+                let plen =
+                    u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
                 d[4..6].copy_from_slice(&plen.to_be_bytes());
             }
             Ok(SealJob {
@@ -169,9 +217,13 @@ pub fn encapsulate(pkt: &mut Packet, sa: &Sa, seq: u64, info: &IpInfo) -> Result
 /// Work left after encryption: the UDP checksum of ESP-in-UDP over IPv6, which covers the
 /// ciphertext.
 pub fn finish(pkt: &mut Packet, job: &SealJob) {
-    let Some(at) = job.udp_v6_checksum_at else { return };
+    let Some(at) = job.udp_v6_checksum_at else {
+        return;
+    };
     let d = pkt.data_mut();
-    let Ok(v6) = Ipv6Packet::new_checked(&*d) else { return };
+    let Ok(v6) = Ipv6Packet::new_checked(&*d) else {
+        return;
+    };
     let (src, dst) = (v6.src(), v6.dst());
     let len = d.len() - at;
     let sum = ipv6::pseudo_header_sum(src, dst, proto::UDP, len);
@@ -189,7 +241,12 @@ pub fn seal_packet(sa: &Sa, seq: u64, iv: [u8; 8], esp: &mut [u8]) -> Result<(),
     let _ = esp::emit_header(esp, sa.spi, seq as u32);
     esp[8..16].copy_from_slice(&iv);
     let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
-    let mut ops = [espgw_crypto::AeadOp { nonce, aad, aad_len, buf: &mut esp[ESP_HDR_IV..] }];
+    let mut ops = [espgw_crypto::AeadOp {
+        nonce,
+        aad,
+        aad_len,
+        buf: &mut esp[ESP_HDR_IV..],
+    }];
     sa.key.seal_burst(&mut ops);
     Ok(())
 }

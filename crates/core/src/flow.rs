@@ -1,6 +1,8 @@
 //! Parsing an IP packet down to what the SPD matches on.
 
-use espgw_wire::{icmp::IcmpHeader, ipv4::Ipv4Packet, ipv6::Ipv6Packet, proto, tcp::TcpPorts, udp::UdpPacket};
+use espgw_wire::{
+    icmp::IcmpHeader, ipv4::Ipv4Packet, ipv6::Ipv6Packet, proto, tcp::TcpPorts, udp::UdpPacket,
+};
 
 use crate::counters::DropReason;
 
@@ -37,9 +39,8 @@ fn ports(upper: u8, l4: &[u8]) -> (u16, u16) {
     match upper {
         proto::TCP => TcpPorts::new_checked(l4).map_or((0, 0), |t| (t.src_port(), t.dst_port())),
         proto::UDP => UdpPacket::new_checked(l4).map_or((0, 0), |u| (u.src_port(), u.dst_port())),
-        proto::ICMP | proto::ICMPV6 => {
-            IcmpHeader::new_checked(l4).map_or((0, 0), |i| (u16::from(i.msg_type()), u16::from(i.code())))
-        }
+        proto::ICMP | proto::ICMPV6 => IcmpHeader::new_checked(l4)
+            .map_or((0, 0), |i| (u16::from(i.msg_type()), u16::from(i.code()))),
         _ => (0, 0),
     }
 }
@@ -55,7 +56,11 @@ pub fn parse_ip(ip: &[u8]) -> Result<IpInfo, DropReason> {
             }
             let hl = p.header_len();
             let is_fragment = p.is_fragment();
-            let (sport, dport) = if p.frag_offset() == 0 { ports(p.protocol(), p.payload()) } else { (0, 0) };
+            let (sport, dport) = if p.frag_offset() == 0 {
+                ports(p.protocol(), p.payload())
+            } else {
+                (0, 0)
+            };
             Ok(IpInfo {
                 key: FlowKey {
                     v4: true,
@@ -76,8 +81,11 @@ pub fn parse_ip(ip: &[u8]) -> Result<IpInfo, DropReason> {
             let p = Ipv6Packet::new_checked(ip).map_err(|_| DropReason::Malformed)?;
             let u = p.upper_layer().map_err(|_| DropReason::Malformed)?;
             let pkt = p.packet();
-            let (sport, dport) =
-                if u.later_fragment { (0, 0) } else { ports(u.protocol, pkt.get(u.offset..).unwrap_or(&[])) };
+            let (sport, dport) = if u.later_fragment {
+                (0, 0)
+            } else {
+                ports(u.protocol, pkt.get(u.offset..).unwrap_or(&[]))
+            };
             Ok(IpInfo {
                 key: FlowKey {
                     v4: false,

@@ -142,7 +142,9 @@ pub struct PacketPool {
 
 impl PacketPool {
     pub fn new(n: usize) -> Self {
-        PacketPool { free: (0..n).map(|_| Packet::new()).collect() }
+        PacketPool {
+            free: (0..n).map(|_| Packet::new()).collect(),
+        }
     }
     /// A buffer from the pool, or a new one if it is empty (the pool then grows to the
     /// high-water mark and allocation stops).

@@ -26,17 +26,29 @@ use crate::packet::{Packet, Verdict};
 use crate::spd::SpdAction;
 use crate::tables::Tables;
 
+/// Output port and next-hop MAC address.
+type NextHop = (u16, MacAddr);
+
 #[derive(Clone, Copy)]
 enum Slot {
     /// Verdict already set.
     Done,
     /// Ready for routing on this destination.
-    Route { v4: bool, dst: u128 },
+    Route {
+        v4: bool,
+        dst: u128,
+    },
     /// To be protected by SA `sa`.
-    Seal { sa: u32, info: IpInfo },
+    Seal {
+        sa: u32,
+        info: IpInfo,
+    },
     Sealed(SealJob),
     /// ESP for SA `job.sa`, with its full sequence number once inferred.
-    Open { job: OpenJob, seq: u64 },
+    Open {
+        job: OpenJob,
+        seq: u64,
+    },
 }
 
 /// One worker's pipeline over a table snapshot.
@@ -49,7 +61,7 @@ pub struct Pipeline {
     /// flow (the common case in a burst) skip the SPD lookup.
     spd_cache: Option<(Direction, FlowKey, Option<SpdAction>)>,
     /// The last destination routed in this burst: ESP packets of one SA share it.
-    route_cache: Option<(bool, u128, Option<(u16, MacAddr)>)>,
+    route_cache: Option<(bool, u128, Option<NextHop>)>,
 }
 
 impl Pipeline {
@@ -164,7 +176,10 @@ impl Pipeline {
             Some(SpdAction::Bypass) => {
                 self.counters.bypassed += 1;
                 p.truncate(info.total_len);
-                Slot::Route { v4: info.key.v4, dst: info.key.dst }
+                Slot::Route {
+                    v4: info.key.v4,
+                    dst: info.key.dst,
+                }
             }
             Some(SpdAction::Protect(sa)) => Slot::Seal { sa, info },
         }
@@ -177,7 +192,10 @@ impl Pipeline {
                 Some(SpdAction::Bypass) => {
                     self.counters.bypassed += 1;
                     p.truncate(info.total_len);
-                    Slot::Route { v4: info.key.v4, dst: info.key.dst }
+                    Slot::Route {
+                        v4: info.key.v4,
+                        dst: info.key.dst,
+                    }
                 }
                 Some(SpdAction::Protect(_)) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
@@ -208,15 +226,25 @@ impl Pipeline {
         let sa = &t.sas[sa_idx as usize];
         let n = pkts.len() as u64;
         let allowed = sa.lifetime_allowance(n);
-        let (first, granted) = if allowed > 0 { sa.reserve_seq(allowed) } else { (0, 0) };
+        let (first, granted) = if allowed > 0 {
+            sa.reserve_seq(allowed)
+        } else {
+            (0, 0)
+        };
         let mut bytes = 0u64;
         let mut sealed = 0u64;
         for (k, p) in pkts.iter_mut().enumerate() {
             let slot = &mut self.slots[base + k];
-            let Slot::Seal { info, .. } = *slot else { continue };
+            let Slot::Seal { info, .. } = *slot else {
+                continue;
+            };
             let k = k as u64;
             let res = if k >= granted {
-                Err(if k >= allowed { DropReason::LifetimeExpired } else { DropReason::SeqExhausted })
+                Err(if k >= allowed {
+                    DropReason::LifetimeExpired
+                } else {
+                    DropReason::SeqExhausted
+                })
             } else {
                 esp_out::encapsulate(p, sa, first + k, &info)
             };
@@ -252,7 +280,10 @@ impl Pipeline {
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Sealed(job) = self.slots[base + k] {
                 esp_out::finish(p, &job);
-                self.slots[base + k] = Slot::Route { v4: job.route_v4, dst: job.route_dst };
+                self.slots[base + k] = Slot::Route {
+                    v4: job.route_v4,
+                    dst: job.route_dst,
+                };
             }
         }
         self.counters.encrypted += sealed;
@@ -271,7 +302,9 @@ impl Pipeline {
             let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
             for (k, p) in pkts.iter_mut().enumerate() {
                 let slot = &mut self.slots[base + k];
-                let Slot::Open { job, seq } = slot else { continue };
+                let Slot::Open { job, seq } = slot else {
+                    continue;
+                };
                 if k as u64 >= allowed {
                     *slot = Slot::Done;
                     p.verdict = Verdict::Drop(DropReason::LifetimeExpired);
@@ -295,7 +328,12 @@ impl Pipeline {
             if let Slot::Open { job, seq } = self.slots[base + k] {
                 let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, esp_in::iv(p, &job));
                 let d = p.data_mut();
-                ops.push(AeadOp { nonce, aad, aad_len, buf: &mut d[job.text_off..job.text_off + job.text_len + icv] });
+                ops.push(AeadOp {
+                    nonce,
+                    aad,
+                    aad_len,
+                    buf: &mut d[job.text_off..job.text_off + job.text_len + icv],
+                });
             }
         }
         self.oks.clear();
@@ -309,7 +347,9 @@ impl Pipeline {
             let mut o = 0;
             for (k, p) in pkts.iter_mut().enumerate() {
                 let slot = &mut self.slots[base + k];
-                let Slot::Open { seq, .. } = *slot else { continue };
+                let Slot::Open { seq, .. } = *slot else {
+                    continue;
+                };
                 let ok = self.oks[o];
                 o += 1;
                 let r = if !ok {
@@ -335,19 +375,25 @@ impl Pipeline {
         let mut good = 0u64;
         let mut bytes = 0u64;
         for (k, p) in pkts.iter_mut().enumerate() {
-            let Slot::Open { job, .. } = self.slots[base + k] else { continue };
-            let res = esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
-                let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
-                match self.spd_lookup(t, Direction::In, &info.key) {
-                    Some(SpdAction::Protect(i)) if i == sa_idx => Ok(info),
-                    _ => Err(DropReason::PolicyMismatch),
-                }
-            });
+            let Slot::Open { job, .. } = self.slots[base + k] else {
+                continue;
+            };
+            let res =
+                esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
+                    let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+                    match self.spd_lookup(t, Direction::In, &info.key) {
+                        Some(SpdAction::Protect(i)) if i == sa_idx => Ok(info),
+                        _ => Err(DropReason::PolicyMismatch),
+                    }
+                });
             match res {
                 Ok(info) => {
                     good += 1;
                     bytes += info.total_len as u64;
-                    self.slots[base + k] = Slot::Route { v4: info.key.v4, dst: info.key.dst };
+                    self.slots[base + k] = Slot::Route {
+                        v4: info.key.v4,
+                        dst: info.key.dst,
+                    };
                 }
                 Err(r) => {
                     self.slots[base + k] = Slot::Done;
@@ -365,7 +411,10 @@ impl Pipeline {
         let hop = match self.route_cache {
             Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => hop,
             _ => {
-                let hop = t.routes.lookup(v4, dst).and_then(|port| Some((port, t.neighbours.lookup(port, v4, dst)?)));
+                let hop = t
+                    .routes
+                    .lookup(v4, dst)
+                    .and_then(|port| Some((port, t.neighbours.lookup(port, v4, dst)?)));
                 self.route_cache = Some((v4, dst, hop));
                 hop
             }
@@ -377,7 +426,12 @@ impl Pipeline {
         let Some(d) = p.push_front(ethernet::HEADER_LEN) else {
             return self.drop_pkt(p, DropReason::TooBig);
         };
-        let _ = ethernet::emit(d, mac, src, if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 });
+        let _ = ethernet::emit(
+            d,
+            mac,
+            src,
+            if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 },
+        );
         p.verdict = Verdict::Forward(port);
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.len() as u64;

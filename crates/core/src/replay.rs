@@ -22,7 +22,11 @@ impl ReplayWindow {
     /// A window of `size` packets (0 disables anti-replay).
     pub fn new(size: u32) -> Self {
         let n = (size as usize).div_ceil(64) + 1;
-        ReplayWindow { size: u64::from(size), blocks: vec![0; n.next_power_of_two()], top: 0 }
+        ReplayWindow {
+            size: u64::from(size),
+            blocks: vec![0; n.next_power_of_two()],
+            top: 0,
+        }
     }
 
     /// Starts the window as if `top` had been received (for SAs that begin mid-stream).
@@ -56,8 +60,9 @@ impl ReplayWindow {
         let tl = self.top & 0xffff_ffff;
         let seql = u64::from(low);
         let seqh = if tl >= w - 1 {
-            // Case A: the window lies inside one epoch.
-            if seql >= tl - w + 1 {
+            // Case A: the window lies inside one epoch. (Seql >= Tl - W + 1, written so
+            // that nothing can underflow.)
+            if seql + w > tl {
                 th
             } else {
                 th + 1

@@ -18,7 +18,10 @@ struct Lpm {
 
 impl Lpm {
     fn new(width: u8) -> Self {
-        Lpm { width, levels: Vec::new() }
+        Lpm {
+            width,
+            levels: Vec::new(),
+        }
     }
 
     fn insert(&mut self, addr: u128, len: u8, port: u16) {
@@ -27,8 +30,11 @@ impl Lpm {
             Some(i) => i,
             None => {
                 self.levels.push((len, m, FxHashMap::default()));
-                self.levels.sort_by(|a, b| b.0.cmp(&a.0));
-                self.levels.iter().position(|(l, _, _)| *l == len).expect("inserted")
+                self.levels.sort_by_key(|l| std::cmp::Reverse(l.0));
+                self.levels
+                    .iter()
+                    .position(|(l, _, _)| *l == len)
+                    .expect("inserted")
             }
         };
         // The first route for a prefix wins, as in the configuration's order.
@@ -36,7 +42,9 @@ impl Lpm {
     }
 
     fn lookup(&self, addr: u128) -> Option<u16> {
-        self.levels.iter().find_map(|(_, m, t)| t.get(&(addr & m)).copied())
+        self.levels
+            .iter()
+            .find_map(|(_, m, t)| t.get(&(addr & m)).copied())
     }
 }
 
@@ -55,7 +63,11 @@ impl Default for RouteTable {
 
 impl RouteTable {
     pub fn new() -> Self {
-        RouteTable { v4: Lpm::new(32), v6: Lpm::new(128), len: 0 }
+        RouteTable {
+            v4: Lpm::new(32),
+            v6: Lpm::new(128),
+            len: 0,
+        }
     }
 
     pub fn insert(&mut self, v4: bool, addr: u128, len: u8, port: u16) {
@@ -93,7 +105,10 @@ pub struct Neighbours {
 
 impl Neighbours {
     pub fn new(by_port: Vec<MacAddr>) -> Self {
-        Neighbours { by_ip: FxHashMap::default(), by_port }
+        Neighbours {
+            by_ip: FxHashMap::default(),
+            by_port,
+        }
     }
     pub fn insert_ip(&mut self, v4: bool, addr: u128, mac: MacAddr) {
         self.by_ip.insert((v4, addr), mac);

@@ -86,7 +86,12 @@ impl Sa {
                 self.state.exhausted.store(true, Ordering::Relaxed);
                 return (0, 0);
             }
-            match self.state.last_seq.compare_exchange_weak(cur, cur + take, Ordering::Relaxed, Ordering::Relaxed) {
+            match self.state.last_seq.compare_exchange_weak(
+                cur,
+                cur + take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     if cur + take == max {
                         self.state.exhausted.store(true, Ordering::Relaxed);

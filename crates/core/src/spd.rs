@@ -77,32 +77,53 @@ pub struct Spd {
 
 impl Spd {
     pub fn new(rules: Vec<SpdRule>) -> Self {
-        let ranks: Vec<Rank> = rules.iter().enumerate().map(|(i, r)| rank(r.priority, i)).collect();
+        let ranks: Vec<Rank> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| rank(r.priority, i))
+            .collect();
         let mut v4 = Family::default();
         let mut v6 = Family::default();
         for (i, r) in rules.iter().enumerate() {
             let fam = if r.v4 { &mut v4 } else { &mut v6 };
             let width = if r.v4 { 32 } else { 128 };
             let (sm, dm) = (mask(width, r.src_len), mask(width, r.dst_len));
-            let g = match fam.groups.iter_mut().position(|g| g.src_mask == sm && g.dst_mask == dm) {
+            let g = match fam
+                .groups
+                .iter_mut()
+                .position(|g| g.src_mask == sm && g.dst_mask == dm)
+            {
                 Some(g) => &mut fam.groups[g],
                 None => {
-                    fam.groups.push(Group { src_mask: sm, dst_mask: dm, best: 0, map: FxHashMap::default() });
+                    fam.groups.push(Group {
+                        src_mask: sm,
+                        dst_mask: dm,
+                        best: 0,
+                        map: FxHashMap::default(),
+                    });
                     fam.groups.last_mut().expect("just pushed")
                 }
             };
             g.best = g.best.max(ranks[i]);
-            g.map.entry((r.src & sm, r.dst & dm)).or_default().push(i as u32);
+            g.map
+                .entry((r.src & sm, r.dst & dm))
+                .or_default()
+                .push(i as u32);
         }
         for fam in [&mut v4, &mut v6] {
-            fam.groups.sort_by(|a, b| b.best.cmp(&a.best));
+            fam.groups.sort_by_key(|g| std::cmp::Reverse(g.best));
             for g in &mut fam.groups {
                 for list in g.map.values_mut() {
                     list.sort_by(|&a, &b| ranks[b as usize].cmp(&ranks[a as usize]));
                 }
             }
         }
-        Spd { rules, ranks, v4, v6 }
+        Spd {
+            rules,
+            ranks,
+            v4,
+            v6,
+        }
     }
 
     pub fn rules(&self) -> &[SpdRule] {
@@ -127,7 +148,9 @@ impl Spd {
                     break;
                 }
             }
-            let Some(list) = g.map.get(&(k.src & g.src_mask, k.dst & g.dst_mask)) else { continue };
+            let Some(list) = g.map.get(&(k.src & g.src_mask, k.dst & g.dst_mask)) else {
+                continue;
+            };
             for &i in list {
                 let i = i as usize;
                 let r = self.ranks[i];
@@ -188,7 +211,14 @@ mod tests {
     }
 
     fn key(src: u32, dst: u32, proto: u8, dport: u16) -> FlowKey {
-        FlowKey { v4: true, src: src.into(), dst: dst.into(), proto, sport: 1234, dport }
+        FlowKey {
+            v4: true,
+            src: src.into(),
+            dst: dst.into(),
+            proto,
+            sport: 1234,
+            dport,
+        }
     }
 
     #[test]
@@ -204,11 +234,28 @@ mod tests {
             rule(0, 0, 0, 0, -10, SpdAction::Discard),
             rule(net, 24, 0xcb00_7100, 24, 0, SpdAction::Protect(1)),
         ]);
-        assert_eq!(spd.lookup(&key(net + 5, host, 17, 53)), Some(SpdAction::Protect(0)), "earlier rule wins a tie");
-        assert_eq!(spd.lookup(&key(0x0a00_0001, host, 17, 53)), Some(SpdAction::Bypass));
-        assert_eq!(spd.lookup(&key(0x0a00_0001, host, 6, 53)), Some(SpdAction::Discard));
-        let spd2 = Spd::new(vec![rule(0, 0, 0, 0, 5, SpdAction::Discard), rule(net, 24, 0, 0, 1, SpdAction::Bypass)]);
-        assert_eq!(spd2.lookup(&key(net + 1, 1, 6, 80)), Some(SpdAction::Discard), "higher priority wins");
+        assert_eq!(
+            spd.lookup(&key(net + 5, host, 17, 53)),
+            Some(SpdAction::Protect(0)),
+            "earlier rule wins a tie"
+        );
+        assert_eq!(
+            spd.lookup(&key(0x0a00_0001, host, 17, 53)),
+            Some(SpdAction::Bypass)
+        );
+        assert_eq!(
+            spd.lookup(&key(0x0a00_0001, host, 6, 53)),
+            Some(SpdAction::Discard)
+        );
+        let spd2 = Spd::new(vec![
+            rule(0, 0, 0, 0, 5, SpdAction::Discard),
+            rule(net, 24, 0, 0, 1, SpdAction::Bypass),
+        ]);
+        assert_eq!(
+            spd2.lookup(&key(net + 1, 1, 6, 80)),
+            Some(SpdAction::Discard),
+            "higher priority wins"
+        );
         assert_eq!(Spd::new(vec![]).lookup(&key(1, 2, 3, 4)), None);
     }
 

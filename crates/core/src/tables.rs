@@ -44,13 +44,21 @@ pub fn default_neighbour_mac(port: usize) -> MacAddr {
 }
 
 fn same_keys(a: &SaConfig, b: &SaConfig) -> bool {
-    a.aead == b.aead && *a.key == *b.key && a.salt == b.salt && a.icv_len == b.icv_len && a.esn == b.esn
+    a.aead == b.aead
+        && *a.key == *b.key
+        && a.salt == b.salt
+        && a.icv_len == b.icv_len
+        && a.esn == b.esn
 }
 
 impl Tables {
     /// Builds tables from `cfg`, making keys with `provider`. State of SAs present in
     /// `previous` with the same direction, SPI and keys is kept.
-    pub fn build(cfg: &Config, provider: &dyn CryptoProvider, previous: Option<&Tables>) -> Result<Tables, ConfigError> {
+    pub fn build(
+        cfg: &Config,
+        provider: &dyn CryptoProvider,
+        previous: Option<&Tables>,
+    ) -> Result<Tables, ConfigError> {
         cfg.validate()?;
         let mut sas = Vec::with_capacity(cfg.sas.len());
         let mut sa_in_by_spi = FxHashMap::default();
@@ -60,7 +68,11 @@ impl Tables {
                 .aead_key(sc.aead, &sc.key, sc.icv_len)
                 .map_err(|e| sc.loc.error("key", e.to_string()))?;
             let state = previous
-                .and_then(|p| p.sas.iter().find(|o| o.direction == sc.direction && o.spi == sc.spi && same_keys(&o.config, sc)))
+                .and_then(|p| {
+                    p.sas.iter().find(|o| {
+                        o.direction == sc.direction && o.spi == sc.spi && same_keys(&o.config, sc)
+                    })
+                })
                 .map(|o| o.state.clone())
                 .unwrap_or_else(|| Arc::new(SaState::new(sc.initial_seq, sc.replay_window)));
             if sc.direction == Direction::In {
@@ -101,7 +113,10 @@ impl Tables {
                     let i = sas
                         .iter()
                         .position(|s| s.direction == p.direction && s.spi == spi)
-                        .ok_or_else(|| p.loc.error("protect", format!("no {} SA 0x{spi:x}", p.direction)))?;
+                        .ok_or_else(|| {
+                            p.loc
+                                .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
+                        })?;
                     SpdAction::Protect(i as u32)
                 }
             };
@@ -124,9 +139,21 @@ impl Tables {
         }
         let mut routes = RouteTable::new();
         for r in &cfg.routes {
-            routes.insert(r.dst.is_ipv4(), addr_bits(r.dst.addr).0, r.dst.len, r.port as u16);
+            routes.insert(
+                r.dst.is_ipv4(),
+                addr_bits(r.dst.addr).0,
+                r.dst.len,
+                r.port as u16,
+            );
         }
-        let ports: Vec<PortInfo> = cfg.ports.iter().map(|p| PortInfo { name: p.name.clone(), mac: p.mac }).collect();
+        let ports: Vec<PortInfo> = cfg
+            .ports
+            .iter()
+            .map(|p| PortInfo {
+                name: p.name.clone(),
+                mac: p.mac,
+            })
+            .collect();
         let mut neighbours = Neighbours::new((0..ports.len()).map(default_neighbour_mac).collect());
         for n in &cfg.neighbours {
             match n.ip {

@@ -26,7 +26,10 @@ fn cases() -> Vec<Case> {
         let field = |name: &str| {
             block
                 .lines()
-                .find_map(|l| l.strip_prefix(name).and_then(|r| r.trim_start().strip_prefix('=')))
+                .find_map(|l| {
+                    l.strip_prefix(name)
+                        .and_then(|r| r.trim_start().strip_prefix('='))
+                })
                 .map(|v| v.trim().to_string())
         };
         let Some(key) = field("key") else { continue };
@@ -59,9 +62,13 @@ fn decrypt_and_reencrypt_byte_for_byte() {
         for (i, c) in cases().iter().enumerate() {
             let mut salt = [0u8; 4];
             salt.copy_from_slice(&c.nonce[..4]);
-            let mut cfg = Config { burst: DEFAULT_BURST, ..Config::default() };
+            let mut cfg = Config {
+                burst: DEFAULT_BURST,
+                ..Config::default()
+            };
             for dir in [Direction::In, Direction::Out] {
-                cfg.sas.push(sa(c.spi, dir, Mode::Transport, &c.key, salt, c.esn));
+                cfg.sas
+                    .push(sa(c.spi, dir, Mode::Transport, &c.key, salt, c.esn));
             }
             let t = tables(&cfg, provider.as_ref());
             let (sa_in, sa_out) = (&t.sas[0], &t.sas[1]);
@@ -75,7 +82,8 @@ fn decrypt_and_reencrypt_byte_for_byte() {
 
             // Decrypt.
             let mut buf = c.packet.clone();
-            let n = esp_in::open_packet(sa_in, c.seq, &mut buf).unwrap_or_else(|r| panic!("{who}: {r:?}"));
+            let n = esp_in::open_packet(sa_in, c.seq, &mut buf)
+                .unwrap_or_else(|r| panic!("{who}: {r:?}"));
             assert_eq!(&buf[16..16 + n], &c.plaintext[..], "{who}: plaintext");
 
             // Our trailer for this payload is the one the case carries.
@@ -83,7 +91,11 @@ fn decrypt_and_reencrypt_byte_for_byte() {
             let pad = esp::pad_len(t.payload_len, 4);
             let mut trailer = vec![0u8; pad + 2];
             esp::emit_trailer(&mut trailer, t.next_header).unwrap();
-            assert_eq!(&c.plaintext[t.payload_len..], &trailer[..], "{who}: trailer");
+            assert_eq!(
+                &c.plaintext[t.payload_len..],
+                &trailer[..],
+                "{who}: trailer"
+            );
 
             // Re-encrypt with the case's IV: the same packet, byte for byte.
             let mut out = vec![0u8; c.packet.len()];
@@ -96,8 +108,14 @@ fn decrypt_and_reencrypt_byte_for_byte() {
             // A wrong ESN high half (it is only in the AAD) fails authentication.
             if c.esn {
                 let mut buf = c.packet.clone();
-                assert!(esp_in::open_packet(sa_in, c.seq ^ (1 << 32), &mut buf).is_err(), "{who}");
-                assert!(buf[16..buf.len() - 16].iter().all(|&b| b == 0), "{who}: failed text is wiped");
+                assert!(
+                    esp_in::open_packet(sa_in, c.seq ^ (1 << 32), &mut buf).is_err(),
+                    "{who}"
+                );
+                assert!(
+                    buf[16..buf.len() - 16].iter().all(|&b| b == 0),
+                    "{who}: failed text is wiped"
+                );
             }
         }
     }

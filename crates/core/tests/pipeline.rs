@@ -28,7 +28,10 @@ enum M {
 
 fn pfx(s: &str) -> Prefix {
     let (a, l) = s.split_once('/').unwrap();
-    Prefix { addr: a.parse().unwrap(), len: l.parse().unwrap() }
+    Prefix {
+        addr: a.parse().unwrap(),
+        len: l.parse().unwrap(),
+    }
 }
 
 fn policy(dir: Direction, src: &str, dst: &str, action: Action) -> PolicyConfig {
@@ -47,14 +50,37 @@ fn policy(dir: Direction, src: &str, dst: &str, action: Action) -> PolicyConfig 
 
 /// A gateway with one SA in `dir`, policies for both families between the test bed's
 /// networks, and routes everywhere out of port 1.
-fn gateway(dir: Direction, mode: M, key: &[u8], esn: bool, udp: bool, icv: usize, tweak: impl FnOnce(&mut SaConfig)) -> Config {
+fn gateway(
+    dir: Direction,
+    mode: M,
+    key: &[u8],
+    esn: bool,
+    udp: bool,
+    icv: usize,
+    tweak: impl FnOnce(&mut SaConfig),
+) -> Config {
     let (a4, b4): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
-    let (a6, b6): (IpAddr, IpAddr) = ("2001:db8:2::1".parse().unwrap(), "2001:db8:2::2".parse().unwrap());
+    let (a6, b6): (IpAddr, IpAddr) = (
+        "2001:db8:2::1".parse().unwrap(),
+        "2001:db8:2::2".parse().unwrap(),
+    );
     let m = match (mode, dir) {
-        (M::Tunnel4, Direction::Out) => Mode::Tunnel { local: a4, remote: b4 },
-        (M::Tunnel4, Direction::In) => Mode::Tunnel { local: b4, remote: a4 },
-        (M::Tunnel6, Direction::Out) => Mode::Tunnel { local: a6, remote: b6 },
-        (M::Tunnel6, Direction::In) => Mode::Tunnel { local: b6, remote: a6 },
+        (M::Tunnel4, Direction::Out) => Mode::Tunnel {
+            local: a4,
+            remote: b4,
+        },
+        (M::Tunnel4, Direction::In) => Mode::Tunnel {
+            local: b4,
+            remote: a4,
+        },
+        (M::Tunnel6, Direction::Out) => Mode::Tunnel {
+            local: a6,
+            remote: b6,
+        },
+        (M::Tunnel6, Direction::In) => Mode::Tunnel {
+            local: b6,
+            remote: a6,
+        },
         (M::Transport, _) => Mode::Transport,
     };
     let mut s = sa(SPI, dir, m, key, [0xca, 0xfe, 0x00, 0x01], esn);
@@ -63,13 +89,30 @@ fn gateway(dir: Direction, mode: M, key: &[u8], esn: bool, udp: bool, icv: usize
         s.udp_encap = Some(UdpEncap::default());
     }
     tweak(&mut s);
-    let mut c = Config { burst: DEFAULT_BURST, ..Config::default() };
+    let mut c = Config {
+        burst: DEFAULT_BURST,
+        ..Config::default()
+    };
     c.ensure_ports(2);
     c.sas.push(s);
-    c.policies.push(policy(dir, "198.51.100.0/24", "203.0.113.0/24", Action::Protect(SPI)));
-    c.policies.push(policy(dir, "2001:db8:100::/64", "2001:db8:113::/64", Action::Protect(SPI)));
+    c.policies.push(policy(
+        dir,
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        Action::Protect(SPI),
+    ));
+    c.policies.push(policy(
+        dir,
+        "2001:db8:100::/64",
+        "2001:db8:113::/64",
+        Action::Protect(SPI),
+    ));
     for d in ["0.0.0.0/0", "::/0"] {
-        c.routes.push(RouteConfig { dst: pfx(d), port: 1, loc: Location::default() });
+        c.routes.push(RouteConfig {
+            dst: pfx(d),
+            port: 1,
+            loc: Location::default(),
+        });
     }
     c
 }
@@ -95,20 +138,54 @@ fn frame(v4: bool, l4: u8, payload: &[u8], host: u8, tos: u8) -> Vec<u8> {
     let ip_len = if v4 { 20 } else { 40 };
     f.resize(14 + ip_len, 0);
     if v4 {
-        let (s, d) = (std::net::Ipv4Addr::new(198, 51, 100, host), std::net::Ipv4Addr::new(203, 0, 113, 7));
-        Ipv4Repr { src: s, dst: d, protocol: proto_no, tos, ttl: 64, ident: 1, dont_fragment: true, payload_len: l4b.len() }
-            .emit(&mut f[14..])
-            .unwrap();
-        let _ = ethernet::emit(&mut f, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], ETHERTYPE_IPV4);
-        let sum = if proto_no == proto::ICMP { 0 } else { ipv4::pseudo_header_sum(s, d, proto_no, l4b.len()) };
+        let (s, d) = (
+            std::net::Ipv4Addr::new(198, 51, 100, host),
+            std::net::Ipv4Addr::new(203, 0, 113, 7),
+        );
+        Ipv4Repr {
+            src: s,
+            dst: d,
+            protocol: proto_no,
+            tos,
+            ttl: 64,
+            ident: 1,
+            dont_fragment: true,
+            payload_len: l4b.len(),
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        let _ = ethernet::emit(
+            &mut f,
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            ETHERTYPE_IPV4,
+        );
+        let sum = if proto_no == proto::ICMP {
+            0
+        } else {
+            ipv4::pseudo_header_sum(s, d, proto_no, l4b.len())
+        };
         fix_l4(&mut l4b, proto_no, sum);
     } else {
         let s: std::net::Ipv6Addr = format!("2001:db8:100::{host:x}").parse().unwrap();
         let d: std::net::Ipv6Addr = "2001:db8:113::7".parse().unwrap();
-        Ipv6Repr { src: s, dst: d, next_header: proto_no, traffic_class: tos, flow_label: 7, hop_limit: 64, payload_len: l4b.len() }
-            .emit(&mut f[14..])
-            .unwrap();
-        let _ = ethernet::emit(&mut f, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], ETHERTYPE_IPV6);
+        Ipv6Repr {
+            src: s,
+            dst: d,
+            next_header: proto_no,
+            traffic_class: tos,
+            flow_label: 7,
+            hop_limit: 64,
+            payload_len: l4b.len(),
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        let _ = ethernet::emit(
+            &mut f,
+            [2, 0, 0, 0, 0, 2],
+            [2, 0, 0, 0, 0, 1],
+            ETHERTYPE_IPV6,
+        );
         let sum = ipv6::pseudo_header_sum(s, d, proto_no, l4b.len());
         fix_l4(&mut l4b, proto_no, sum);
     }
@@ -117,7 +194,13 @@ fn frame(v4: bool, l4: u8, payload: &[u8], host: u8, tos: u8) -> Vec<u8> {
 }
 
 fn fix_l4(l4: &mut [u8], p: u8, sum: u32) {
-    let at = if p == proto::TCP { 16 } else if p == proto::UDP { 6 } else { 2 };
+    let at = if p == proto::TCP {
+        16
+    } else if p == proto::UDP {
+        6
+    } else {
+        2
+    };
     let c = checksum::finish(checksum::sum(l4, sum));
     l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
@@ -137,7 +220,10 @@ fn run(t: &Arc<Tables>, dir: Direction, frames: &[Vec<u8>]) -> (Vec<Packet>, Pip
 }
 
 fn forwarded(pkts: &[Packet]) -> Vec<Vec<u8>> {
-    pkts.iter().filter(|p| matches!(p.verdict, Verdict::Forward(_))).map(|p| p.data().to_vec()).collect()
+    pkts.iter()
+        .filter(|p| matches!(p.verdict, Verdict::Forward(_)))
+        .map(|p| p.data().to_vec())
+        .collect()
 }
 
 struct Pair {
@@ -145,10 +231,23 @@ struct Pair {
     rx: Arc<Tables>,
 }
 
-fn pair(provider: &dyn CryptoProvider, mode: M, key: &[u8], esn: bool, udp: bool, icv: usize) -> Pair {
+fn pair(
+    provider: &dyn CryptoProvider,
+    mode: M,
+    key: &[u8],
+    esn: bool,
+    udp: bool,
+    icv: usize,
+) -> Pair {
     Pair {
-        tx: tables(&gateway(Direction::Out, mode, key, esn, udp, icv, |_| {}), provider),
-        rx: tables(&gateway(Direction::In, mode, key, esn, udp, icv, |_| {}), provider),
+        tx: tables(
+            &gateway(Direction::Out, mode, key, esn, udp, icv, |_| {}),
+            provider,
+        ),
+        rx: tables(
+            &gateway(Direction::In, mode, key, esn, udp, icv, |_| {}),
+            provider,
+        ),
     }
 }
 
@@ -203,7 +302,9 @@ proptest! {
 }
 
 fn one_esp(pr: &Pair, n: usize) -> Vec<Vec<u8>> {
-    let frames: Vec<Vec<u8>> = (0..n).map(|i| frame(true, 0, &[i as u8; 40], 10, 0)).collect();
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| frame(true, 0, &[i as u8; 40], 10, 0))
+        .collect();
     forwarded(&run(&pr.tx, Direction::Out, &frames).0)
 }
 
@@ -211,17 +312,35 @@ fn one_esp(pr: &Pair, n: usize) -> Vec<Vec<u8>> {
 /// and the SA counted it too when `on_sa`.
 fn expect_drop(pr: &Pair, frames: &[Vec<u8>], reason: DropReason, on_sa: bool) {
     let (pkts, pipe) = run(&pr.rx, Direction::In, frames);
-    assert!(forwarded(&pkts).is_empty(), "{reason:?}: something was forwarded");
-    assert!(pkts.iter().all(|p| p.verdict == Verdict::Drop(reason)), "{reason:?}: {:?}", pkts.iter().map(|p| p.verdict).collect::<Vec<_>>());
+    assert!(
+        forwarded(&pkts).is_empty(),
+        "{reason:?}: something was forwarded"
+    );
+    assert!(
+        pkts.iter().all(|p| p.verdict == Verdict::Drop(reason)),
+        "{reason:?}: {:?}",
+        pkts.iter().map(|p| p.verdict).collect::<Vec<_>>()
+    );
     assert_eq!(pipe.counters.dropped(reason), frames.len() as u64);
     assert_eq!(pipe.counters.total_drops(), frames.len() as u64);
     if on_sa {
-        assert_eq!(pr.rx.sas[0].state.counters.dropped(reason), frames.len() as u64, "{reason:?} on the SA");
+        assert_eq!(
+            pr.rx.sas[0].state.counters.dropped(reason),
+            frames.len() as u64,
+            "{reason:?} on the SA"
+        );
     }
 }
 
 fn tunnel_pair() -> Pair {
-    pair(default_provider().as_ref(), M::Tunnel4, &[7u8; 16], false, false, 16)
+    pair(
+        default_provider().as_ref(),
+        M::Tunnel4,
+        &[7u8; 16],
+        false,
+        false,
+        16,
+    )
 }
 
 // Offsets in an ESP-in-IPv4 tunnel frame: Ethernet 14, IPv4 20.
@@ -232,7 +351,12 @@ fn flipped_bits_fail_authentication_and_never_leave() {
     let pr = tunnel_pair();
     let e = one_esp(&pr, 1).remove(0);
     let len = e.len();
-    for (what, at) in [("sequence number", ESP_AT + 7), ("IV", ESP_AT + 9), ("ciphertext", ESP_AT + 20), ("ICV", len - 1)] {
+    for (what, at) in [
+        ("sequence number", ESP_AT + 7),
+        ("IV", ESP_AT + 9),
+        ("ciphertext", ESP_AT + 20),
+        ("ICV", len - 1),
+    ] {
         let mut bad = e.clone();
         bad[at] ^= 0x04;
         let pr2 = tunnel_pair();
@@ -276,7 +400,12 @@ fn truncated_packets_are_dropped() {
     short[24..26].copy_from_slice(&c.to_be_bytes());
     expect_drop(&pr, &[short], DropReason::Truncated, true);
     // A frame cut below its IP length is malformed.
-    expect_drop(&pr, &[e[..e.len() - 5].to_vec()], DropReason::Malformed, false);
+    expect_drop(
+        &pr,
+        &[e[..e.len() - 5].to_vec()],
+        DropReason::Malformed,
+        false,
+    );
 }
 
 #[test]
@@ -305,9 +434,39 @@ fn bad_padding_is_dropped_after_authentication() {
 fn inner_packet_outside_the_selectors_is_dropped() {
     // The sender protects everything; the receiver's policy only admits 198.51.100.0/24.
     let p = default_provider();
-    let mut txc = gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |_| {});
-    txc.policies.insert(0, policy(Direction::Out, "0.0.0.0/0", "0.0.0.0/0", Action::Protect(SPI)));
-    let pr = Pair { tx: tables(&txc, p.as_ref()), rx: tables(&gateway(Direction::In, M::Tunnel4, &[7; 16], false, false, 16, |_| {}), p.as_ref()) };
+    let mut txc = gateway(
+        Direction::Out,
+        M::Tunnel4,
+        &[7; 16],
+        false,
+        false,
+        16,
+        |_| {},
+    );
+    txc.policies.insert(
+        0,
+        policy(
+            Direction::Out,
+            "0.0.0.0/0",
+            "0.0.0.0/0",
+            Action::Protect(SPI),
+        ),
+    );
+    let pr = Pair {
+        tx: tables(&txc, p.as_ref()),
+        rx: tables(
+            &gateway(
+                Direction::In,
+                M::Tunnel4,
+                &[7; 16],
+                false,
+                false,
+                16,
+                |_| {},
+            ),
+            p.as_ref(),
+        ),
+    };
     let mut f = frame(true, 0, &[3; 30], 10, 0);
     f[14 + 12] = 192; // source 192.51.100.10: outside the inbound selector
     f[24] = 0;
@@ -322,16 +481,34 @@ fn inner_packet_outside_the_selectors_is_dropped() {
 #[test]
 fn plaintext_that_must_be_protected_is_dropped() {
     let pr = tunnel_pair();
-    expect_drop(&pr, &[frame(true, 0, &[1; 10], 10, 0)], DropReason::PlaintextProtected, false);
+    expect_drop(
+        &pr,
+        &[frame(true, 0, &[1; 10], 10, 0)],
+        DropReason::PlaintextProtected,
+        false,
+    );
 }
 
 #[test]
 fn unknown_spi_is_dropped() {
     let p = default_provider();
     let pr = tunnel_pair();
-    let mut c = gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |s| s.spi = 0x9999);
-    c.policies.iter_mut().for_each(|p| p.action = Action::Protect(0x9999));
-    let other = Pair { tx: tables(&c, p.as_ref()), rx: pr.rx.clone() };
+    let mut c = gateway(
+        Direction::Out,
+        M::Tunnel4,
+        &[7; 16],
+        false,
+        false,
+        16,
+        |s| s.spi = 0x9999,
+    );
+    c.policies
+        .iter_mut()
+        .for_each(|p| p.action = Action::Protect(0x9999));
+    let other = Pair {
+        tx: tables(&c, p.as_ref()),
+        rx: pr.rx.clone(),
+    };
     let esp = one_esp(&other, 2);
     expect_drop(&other, &esp, DropReason::NoSa, false);
 }
@@ -339,32 +516,68 @@ fn unknown_spi_is_dropped() {
 #[test]
 fn sequence_numbers_never_wrap() {
     let p = default_provider();
-    let c = gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |s| s.initial_seq = u64::from(u32::MAX) - 2);
+    let c = gateway(
+        Direction::Out,
+        M::Tunnel4,
+        &[7; 16],
+        false,
+        false,
+        16,
+        |s| s.initial_seq = u64::from(u32::MAX) - 2,
+    );
     let t = tables(&c, p.as_ref());
     let frames: Vec<Vec<u8>> = (0..5).map(|_| frame(true, 0, &[0; 20], 10, 0)).collect();
     let (pkts, pipe) = run(&t, Direction::Out, &frames);
     let out = forwarded(&pkts);
     assert_eq!(out.len(), 2, "only 2^32-2 and 2^32-1 may be sent");
-    let seqs: Vec<u32> = out.iter().map(|f| u32::from_be_bytes(f[ESP_AT + 4..ESP_AT + 8].try_into().unwrap())).collect();
+    let seqs: Vec<u32> = out
+        .iter()
+        .map(|f| u32::from_be_bytes(f[ESP_AT + 4..ESP_AT + 8].try_into().unwrap()))
+        .collect();
     assert_eq!(seqs, vec![u32::MAX - 1, u32::MAX]);
     assert_eq!(pipe.counters.dropped(DropReason::SeqExhausted), 3);
-    assert!(t.sas[0].state.exhausted.load(std::sync::atomic::Ordering::Relaxed));
+    assert!(t.sas[0]
+        .state
+        .exhausted
+        .load(std::sync::atomic::Ordering::Relaxed));
     // With ESN the same SA carries on past 2^32 and the IV is the full 64-bit number.
-    let c = gateway(Direction::Out, M::Tunnel4, &[7; 16], true, false, 16, |s| s.initial_seq = u64::from(u32::MAX) - 1);
+    let c = gateway(Direction::Out, M::Tunnel4, &[7; 16], true, false, 16, |s| {
+        s.initial_seq = u64::from(u32::MAX) - 1
+    });
     let t = tables(&c, p.as_ref());
     let out = forwarded(&run(&t, Direction::Out, &frames).0);
     assert_eq!(out.len(), 5);
-    let ivs: Vec<u64> = out.iter().map(|f| u64::from_be_bytes(f[ESP_AT + 8..ESP_AT + 16].try_into().unwrap())).collect();
-    assert_eq!(ivs, vec![(1 << 32) - 1, 1 << 32, (1 << 32) + 1, (1 << 32) + 2, (1 << 32) + 3]);
+    let ivs: Vec<u64> = out
+        .iter()
+        .map(|f| u64::from_be_bytes(f[ESP_AT + 8..ESP_AT + 16].try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        ivs,
+        vec![
+            (1 << 32) - 1,
+            1 << 32,
+            (1 << 32) + 1,
+            (1 << 32) + 2,
+            (1 << 32) + 3
+        ]
+    );
 }
 
 #[test]
 fn hard_lifetime_stops_the_sa_and_soft_is_reported() {
     let p = default_provider();
-    let c = gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |s| {
-        s.lifetime.soft_packets = Some(2);
-        s.lifetime.hard_packets = Some(3);
-    });
+    let c = gateway(
+        Direction::Out,
+        M::Tunnel4,
+        &[7; 16],
+        false,
+        false,
+        16,
+        |s| {
+            s.lifetime.soft_packets = Some(2);
+            s.lifetime.hard_packets = Some(3);
+        },
+    );
     let t = tables(&c, p.as_ref());
     let frames: Vec<Vec<u8>> = (0..5).map(|_| frame(true, 0, &[0; 20], 10, 0)).collect();
     let (pkts, pipe) = run(&t, Direction::Out, &frames[..2]);
@@ -383,8 +596,12 @@ fn ecn_is_copied_out_and_combined_in() {
     // RFC 6040: inner ECT(0) leaves with an ECT(0) outer; an outer CE marks the inner CE.
     let pr = tunnel_pair();
     let f = frame(true, 0, &[1; 20], 10, 0x2a << 2 | 2);
-    let esp = forwarded(&run(&pr.tx, Direction::Out, &[f.clone()]).0).remove(0);
-    assert_eq!(esp[15], 0x2a << 2 | 2, "DSCP and ECN copied to the outer header");
+    let esp = forwarded(&run(&pr.tx, Direction::Out, std::slice::from_ref(&f)).0).remove(0);
+    assert_eq!(
+        esp[15],
+        0x2a << 2 | 2,
+        "DSCP and ECN copied to the outer header"
+    );
     let mut ce = esp.clone();
     ce[15] |= 3;
     ce[24] = 0;
@@ -393,20 +610,38 @@ fn ecn_is_copied_out_and_combined_in() {
     ce[24..26].copy_from_slice(&c.to_be_bytes());
     let back = forwarded(&run(&pr.rx, Direction::In, &[ce]).0).remove(0);
     assert_eq!(back[15] & 3, 3);
-    assert!(ipv4::Ipv4Packet::new_checked(&back[14..]).unwrap().verify_checksum());
+    assert!(ipv4::Ipv4Packet::new_checked(&back[14..])
+        .unwrap()
+        .verify_checksum());
 }
 
 #[test]
 fn every_output_frame_is_routed_with_the_configured_macs() {
     let p = default_provider();
-    let mut c = gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |_| {});
-    c.neighbours.push(NeighbourConfig { port: 1, ip: None, mac: [2, 9, 9, 9, 9, 9], loc: Location::default() });
+    let mut c = gateway(
+        Direction::Out,
+        M::Tunnel4,
+        &[7; 16],
+        false,
+        false,
+        16,
+        |_| {},
+    );
+    c.neighbours.push(NeighbourConfig {
+        port: 1,
+        ip: None,
+        mac: [2, 9, 9, 9, 9, 9],
+        loc: Location::default(),
+    });
     c.ports[1].mac = [2, 1, 1, 1, 1, 1];
     let t = tables(&c, p.as_ref());
     let out = forwarded(&run(&t, Direction::Out, &[frame(false, 1, &[5; 9], 3, 0)]).0);
     assert_eq!(&out[0][0..6], &[2, 9, 9, 9, 9, 9]);
     assert_eq!(&out[0][6..12], &[2, 1, 1, 1, 1, 1]);
-    assert_eq!(&out[0][12..14], &ETHERTYPE_IPV4.to_be_bytes(), "IPv6 inside an IPv4 tunnel");
+    assert_eq!(
+        &out[0][12..14],
+        &ETHERTYPE_IPV4.to_be_bytes(),
+        "IPv6 inside an IPv4 tunnel"
+    );
     let _ = ETHERTYPE_IPV6;
 }
-

@@ -43,7 +43,12 @@ impl CryptoProvider for AwsLcProvider {
                 .map_err(|e| CryptoError::Backend(e.to_string()))?;
             Some(DecryptingKey::ctr(k).map_err(|e| CryptoError::Backend(e.to_string()))?)
         };
-        Ok(Arc::new(AwsLcGcmKey { alg, icv_len, key: LessSafeKey::new(unbound), ctr }))
+        Ok(Arc::new(AwsLcGcmKey {
+            alg,
+            icv_len,
+            key: LessSafeKey::new(unbound),
+            ctr,
+        }))
     }
 }
 
@@ -57,7 +62,9 @@ struct AwsLcGcmKey {
 
 impl AwsLcGcmKey {
     fn seal_one(&self, op: &mut AeadOp<'_>) -> bool {
-        let Some(text_len) = op.buf.len().checked_sub(self.icv_len) else { return false };
+        let Some(text_len) = op.buf.len().checked_sub(self.icv_len) else {
+            return false;
+        };
         let nonce = Nonce::assume_unique_for_key(op.nonce);
         let aad_bytes = op.aad;
         let aad = Aad::from(&aad_bytes[..usize::from(op.aad_len).min(12)]);
@@ -85,7 +92,10 @@ impl AwsLcGcmKey {
                 let text_len = op.buf.len() - self.icv_len;
                 let (text, icv) = op.buf.split_at_mut(text_len);
                 let counter = gcm_first_counter(&op.nonce);
-                if ctr.decrypt(text, DecryptionContext::Iv128(counter.into())).is_err() {
+                if ctr
+                    .decrypt(text, DecryptionContext::Iv128(counter.into()))
+                    .is_err()
+                {
                     return false;
                 }
                 // Sealing the plaintext again gives back the ciphertext and its full tag.
@@ -95,7 +105,8 @@ impl AwsLcGcmKey {
                 if !ct_eq(&tag.as_ref()[..self.icv_len], icv) {
                     return false;
                 }
-                ctr.decrypt(text, DecryptionContext::Iv128(counter.into())).is_ok()
+                ctr.decrypt(text, DecryptionContext::Iv128(counter.into()))
+                    .is_ok()
             }
         }
     }

@@ -70,8 +70,12 @@ mod imp {
         fn espgw_mb_free(m: *mut ImbMgr);
         fn espgw_mb_arch(m: *mut ImbMgr) -> *const c_char;
         fn espgw_gcm_key_size() -> usize;
-        fn espgw_gcm_precompute(m: *mut ImbMgr, key_bytes: u32, key: *const u8, kd: *mut u8)
-            -> c_int;
+        fn espgw_gcm_precompute(
+            m: *mut ImbMgr,
+            key_bytes: u32,
+            key: *const u8,
+            kd: *mut u8,
+        ) -> c_int;
         fn espgw_gcm_direct(
             m: *mut ImbMgr,
             kd: *const u8,
@@ -144,7 +148,10 @@ mod imp {
             with_mgr(|m| {
                 // SAFETY: m is a live manager; the shim returns a static C string.
                 let s = unsafe { CStr::from_ptr(espgw_mb_arch(m)) };
-                IpsecMbProvider { arch: s.to_string_lossy().into_owned(), api }
+                IpsecMbProvider {
+                    arch: s.to_string_lossy().into_owned(),
+                    api,
+                }
             })
             .ok_or_else(|| "intel-ipsec-mb could not initialise a manager on this CPU".into())
         }
@@ -172,14 +179,24 @@ mod imp {
                 // SAFETY: key points at key.len() readable bytes (16/24/32, checked above);
                 // data is 64-byte aligned and at least sizeof(gcm_key_data) long.
                 unsafe {
-                    espgw_gcm_precompute(m, key.len() as u32, key.as_ptr(), data.as_mut_ptr().cast())
+                    espgw_gcm_precompute(
+                        m,
+                        key.len() as u32,
+                        key.as_ptr(),
+                        data.as_mut_ptr().cast(),
+                    )
                 }
             })
             .ok_or_else(|| CryptoError::Backend("no intel-ipsec-mb manager".into()))?;
             if rc != 0 {
                 return Err(CryptoError::Backend("GCM key precomputation failed".into()));
             }
-            Ok(Arc::new(MbGcmKey { alg, icv_len, data, api: self.api }))
+            Ok(Arc::new(MbGcmKey {
+                alg,
+                icv_len,
+                data,
+                api: self.api,
+            }))
         }
     }
 
@@ -216,7 +233,12 @@ mod imp {
         /// Runs at most CHUNK ops through the library. For `encrypt` the tag goes to the
         /// op's ICV bytes; otherwise to `tags[i]`, for the caller to compare. Returns, per
         /// op, whether the library completed it.
-        fn run(&self, ops: &mut [AeadOp<'_>], tags: Option<&mut [[u8; 16]; CHUNK]>, done: &mut [bool; CHUNK]) {
+        fn run(
+            &self,
+            ops: &mut [AeadOp<'_>],
+            tags: Option<&mut [[u8; 16]; CHUNK]>,
+            done: &mut [bool; CHUNK],
+        ) {
             let icv = self.icv_len;
             let encrypt = tags.is_none();
             let tag_base: *mut [u8; 16] = match tags {
@@ -229,7 +251,9 @@ mod imp {
                 let mut index = [0u8; CHUNK];
                 for (i, op) in ops.iter_mut().enumerate().take(CHUNK) {
                     done[i] = false;
-                    let Some(text_len) = op.buf.len().checked_sub(icv) else { continue };
+                    let Some(text_len) = op.buf.len().checked_sub(icv) else {
+                        continue;
+                    };
                     let base = op.buf.as_mut_ptr();
                     index[raw.len()] = i as u8;
                     raw.push(RawAeadOp {
@@ -239,7 +263,11 @@ mod imp {
                         aad: op.aad.as_ptr(),
                         aad_len: u64::from(op.aad_len.min(12)),
                         // Sealing writes the ICV right after the text, inside the same buffer.
-                        tag: if encrypt { base.wrapping_add(text_len) } else { tag_base.wrapping_add(i).cast() },
+                        tag: if encrypt {
+                            base.wrapping_add(text_len)
+                        } else {
+                            tag_base.wrapping_add(i).cast()
+                        },
                         tag_len: icv as u64,
                         status: -1,
                     });

@@ -126,7 +126,10 @@ pub trait CryptoProvider: Send + Sync {
 /// Checks the lengths every back-end requires.
 pub(crate) fn check_key(alg: AeadAlgorithm, key: &[u8], icv_len: usize) -> Result<(), CryptoError> {
     if key.len() != alg.key_len() {
-        return Err(CryptoError::BadKeyLength { expected: alg.key_len(), got: key.len() });
+        return Err(CryptoError::BadKeyLength {
+            expected: alg.key_len(),
+            got: key.len(),
+        });
     }
     if !matches!(icv_len, 8 | 12 | 16) {
         return Err(CryptoError::BadIcvLength(icv_len));
@@ -153,7 +156,9 @@ impl std::str::FromStr for ProviderChoice {
             "ipsec-mb" | "ipsec_mb" => Ok(ProviderChoice::IpsecMb),
             "ipsec-mb-job" => Ok(ProviderChoice::IpsecMbJob),
             "aws-lc" | "aws_lc" => Ok(ProviderChoice::AwsLc),
-            other => Err(format!("unknown crypto provider '{other}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)")),
+            other => Err(format!(
+                "unknown crypto provider '{other}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)"
+            )),
         }
     }
 }
@@ -162,8 +167,9 @@ impl std::str::FromStr for ProviderChoice {
 pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
     match choice {
         ProviderChoice::AwsLc => Ok(Arc::new(aws_lc::AwsLcProvider)),
-        ProviderChoice::IpsecMb => ipsec_mb::IpsecMbProvider::new()
-            .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
+        ProviderChoice::IpsecMb => {
+            ipsec_mb::IpsecMbProvider::new().map(|p| Arc::new(p) as Arc<dyn CryptoProvider>)
+        }
         ProviderChoice::IpsecMbJob => ipsec_mb::IpsecMbProvider::with_api(ipsec_mb::MbApi::Job)
             .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
         ProviderChoice::Auto => Ok(default_provider()),

@@ -18,7 +18,7 @@ use espgw_io::Port;
 use serde_json::json;
 use zeroize_free::key_of;
 
-use crate::gen::{self, FlowSpec, L4, FCS_LEN};
+use crate::gen::{self, FlowSpec, FCS_LEN, L4};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -53,13 +53,22 @@ pub enum BenchCmd {
 mod zeroize_free {
     /// A fixed benchmark key of `n` bytes.
     pub fn key_of(n: usize) -> Vec<u8> {
-        (0..n as u8).map(|i| i.wrapping_mul(7).wrapping_add(3)).collect()
+        (0..n as u8)
+            .map(|i| i.wrapping_mul(7).wrapping_add(3))
+            .collect()
     }
 }
 
 pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
     match cmd {
-        BenchCmd::Dataplane { quick, seconds, sizes, algs, directions, json } => {
+        BenchCmd::Dataplane {
+            quick,
+            seconds,
+            sizes,
+            algs,
+            directions,
+            json,
+        } => {
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
             dataplane(crypto, secs, &sizes, &algs, &directions, json.as_deref())
         }
@@ -80,8 +89,12 @@ fn parse_alg(s: &str) -> Result<AeadAlgorithm, String> {
 /// ipsec-secgw runs by default), since the memory port replays the same packets.
 fn configs(alg: AeadAlgorithm) -> Result<(Config, Config), String> {
     let mut out = Vec::new();
-    for (text, name) in [(espgw_config::DEFAULT_CONFIG, "default"), (espgw_config::DEFAULT_PEER_CONFIG, "peer")] {
-        let mut c = espgw_config::parse(text, name, Some(Format::Native)).map_err(|e| e.to_string())?;
+    for (text, name) in [
+        (espgw_config::DEFAULT_CONFIG, "default"),
+        (espgw_config::DEFAULT_PEER_CONFIG, "peer"),
+    ] {
+        let mut c =
+            espgw_config::parse(text, name, Some(Format::Native)).map_err(|e| e.to_string())?;
         for sa in &mut c.sas {
             sa.aead = alg;
             // Both gateways derive the same key per SPI.
@@ -112,11 +125,15 @@ fn templates(size: &str, reverse: bool) -> Result<Vec<Vec<u8>>, String> {
     let sizes = if size == "imix" {
         gen::imix_sizes()
     } else {
-        vec![size.parse::<usize>().map_err(|_| format!("bad size '{size}'"))?]
+        vec![size
+            .parse::<usize>()
+            .map_err(|_| format!("bad size '{size}'"))?]
     };
     // Several flows' worth of frames so the memory port cycles through distinct buffers.
     let n = sizes.len().max(64);
-    Ok((0..n).map(|i| gen::frame(&spec, sizes[i % sizes.len()], i as u64 + 1)).collect())
+    Ok((0..n)
+        .map(|i| gen::frame(&spec, sizes[i % sizes.len()], i as u64 + 1))
+        .collect())
 }
 
 struct Trial {
@@ -126,7 +143,13 @@ struct Trial {
 }
 
 /// Runs bursts from a memory port through `pipe` for `secs`.
-fn trial(pipe: &mut Pipeline, dir: Direction, frames: Vec<Vec<u8>>, wire_bytes: &[usize], secs: f64) -> Trial {
+fn trial(
+    pipe: &mut Pipeline,
+    dir: Direction,
+    frames: Vec<Vec<u8>>,
+    wire_bytes: &[usize],
+    secs: f64,
+) -> Trial {
     let burst = pipe.tables().burst;
     let mut port = MemoryPort::new(frames);
     let mut pool = PacketPool::new(burst * 4);
@@ -165,14 +188,28 @@ fn trial(pipe: &mut Pipeline, dir: Direction, frames: Vec<Vec<u8>>, wire_bytes: 
     let el = start.elapsed().as_secs_f64();
     let pkts_total = bursts * burst as u64;
     let avg_wire = wire_bytes.iter().sum::<usize>() as f64 / wire_bytes.len() as f64;
-    Trial { pps: fwd as f64 / el, gbps: pkts_total as f64 * avg_wire * 8.0 / el / 1e9, dropped }
+    Trial {
+        pps: fwd as f64 / el,
+        gbps: pkts_total as f64 * avg_wire * 8.0 / el / 1e9,
+        dropped,
+    }
 }
 
 /// Raw AEAD seal throughput on buffers of the given text lengths, bursts of `burst`.
-fn raw_seal(provider: &dyn CryptoProvider, alg: AeadAlgorithm, lens: &[usize], burst: usize, secs: f64) -> Result<f64, String> {
-    let key = provider.aead_key(alg, &key_of(alg.key_len()), 16).map_err(|e| e.to_string())?;
+fn raw_seal(
+    provider: &dyn CryptoProvider,
+    alg: AeadAlgorithm,
+    lens: &[usize],
+    burst: usize,
+    secs: f64,
+) -> Result<f64, String> {
+    let key = provider
+        .aead_key(alg, &key_of(alg.key_len()), 16)
+        .map_err(|e| e.to_string())?;
     let n = lens.len().max(burst);
-    let mut bufs: Vec<Vec<u8>> = (0..n).map(|i| vec![0x5a; lens[i % lens.len()] + 16]).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..n)
+        .map(|i| vec![0x5a; lens[i % lens.len()] + 16])
+        .collect();
     let mut seq = 0u64;
     let mut go = |bufs: &mut Vec<Vec<u8>>| {
         for chunk in bufs.chunks_mut(burst) {
@@ -182,7 +219,12 @@ fn raw_seal(provider: &dyn CryptoProvider, alg: AeadAlgorithm, lens: &[usize], b
                     seq += 1;
                     let mut nonce = [0u8; 12];
                     nonce[4..].copy_from_slice(&seq.to_be_bytes());
-                    AeadOp { nonce, aad: [1; 12], aad_len: 8, buf: &mut b[..] }
+                    AeadOp {
+                        nonce,
+                        aad: [1; 12],
+                        aad_len: 8,
+                        buf: &mut b[..],
+                    }
                 })
                 .collect();
             key.seal_burst(&mut ops);
@@ -203,7 +245,14 @@ fn raw_seal(provider: &dyn CryptoProvider, alg: AeadAlgorithm, lens: &[usize], b
     Ok(ops as f64 / start.elapsed().as_secs_f64())
 }
 
-fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String], dirs: &[String], json_out: Option<&std::path::Path>) -> Result<(), String> {
+fn dataplane(
+    crypto: ProviderChoice,
+    secs: f64,
+    sizes: &[String],
+    algs: &[String],
+    dirs: &[String],
+    json_out: Option<&std::path::Path>,
+) -> Result<(), String> {
     let provider = espgw_crypto::provider(crypto)?;
     // Raw references on the same buffer sizes: intel-ipsec-mb's job API (the figure the
     // published comparison quotes) and whatever the pipeline itself uses.
@@ -212,11 +261,24 @@ fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String
         "espgw bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
         secs
     );
-    println!("pipeline crypto: {}; raw AES-GCM seal on the same text sizes, bursts of 64:", provider.name());
-    println!("  'raw same' = the pipeline's own crypto provider, 'raw job' = intel-ipsec-mb's job API");
+    println!(
+        "pipeline crypto: {}; raw AES-GCM seal on the same text sizes, bursts of 64:",
+        provider.name()
+    );
+    println!(
+        "  'raw same' = the pipeline's own crypto provider, 'raw job' = intel-ipsec-mb's job API"
+    );
     println!(
         "{:<12} {:>6} {:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9}",
-        "algorithm", "frame", "direction", "Mpps", "Gbit/s", "raw same", "raw job", "ratio same", "ratio job"
+        "algorithm",
+        "frame",
+        "direction",
+        "Mpps",
+        "Gbit/s",
+        "raw same",
+        "raw job",
+        "ratio same",
+        "ratio job"
     );
     let mut records = Vec::new();
     for alg_name in algs {
@@ -231,31 +293,68 @@ fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String
             // The ESP frames gateway 2 sends: gateway 1's inbound input.
             let mut enc = Pipeline::new(t2.clone());
             let mut pool = PacketPool::new(plain.len());
-            let mut pk: Vec<_> = plain_rev.iter().map(|f| { let mut p = pool.get(); let _ = p.load(f); p }).collect();
+            let mut pk: Vec<_> = plain_rev
+                .iter()
+                .map(|f| {
+                    let mut p = pool.get();
+                    let _ = p.load(f);
+                    p
+                })
+                .collect();
             enc.process(Direction::Out, &mut pk);
-            let esp: Vec<Vec<u8>> = pk.iter().filter(|p| matches!(p.verdict, Verdict::Forward(_))).map(|p| p.data().to_vec()).collect();
+            let esp: Vec<Vec<u8>> = pk
+                .iter()
+                .filter(|p| matches!(p.verdict, Verdict::Forward(_)))
+                .map(|p| p.data().to_vec())
+                .collect();
             if esp.len() != plain_rev.len() {
                 return Err("could not build inbound test frames".into());
             }
             // Text (inner packet + trailer) lengths: what the AEAD processes per packet.
-            let text_lens: Vec<usize> = plain.iter().map(|f| { let inner = f.len() - 14; inner + espgw_wire::esp::pad_len(inner, 4) + 2 }).collect();
+            let text_lens: Vec<usize> = plain
+                .iter()
+                .map(|f| {
+                    let inner = f.len() - 14;
+                    inner + espgw_wire::esp::pad_len(inner, 4) + 2
+                })
+                .collect();
             let raw = raw_seal(provider.as_ref(), alg, &text_lens, 64, secs)?;
             let raw_j = match &raw_job {
                 Some(p) => raw_seal(p.as_ref(), alg, &text_lens, 64, secs)?,
                 None => f64::NAN,
             };
             for (dir, frames) in [(Direction::Out, plain.clone()), (Direction::In, esp)] {
-                let wanted = if dir == Direction::Out { "outbound" } else { "inbound" };
+                let wanted = if dir == Direction::Out {
+                    "outbound"
+                } else {
+                    "inbound"
+                };
                 if !dirs.iter().any(|d| d == wanted) {
                     continue;
                 }
                 let mut pipe = Pipeline::new(t1.clone());
                 let r = trial(&mut pipe, dir, frames, &wire, secs);
-                let dname = if dir == Direction::Out { "outbound" } else { "inbound" };
+                let dname = if dir == Direction::Out {
+                    "outbound"
+                } else {
+                    "inbound"
+                };
                 println!(
                     "{:<12} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>10.2} {:>9.2}{}",
-                    alg.name(), size, dname, r.pps / 1e6, r.gbps, raw / 1e6, raw_j / 1e6, r.pps / raw, r.pps / raw_j,
-                    if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() }
+                    alg.name(),
+                    size,
+                    dname,
+                    r.pps / 1e6,
+                    r.gbps,
+                    raw / 1e6,
+                    raw_j / 1e6,
+                    r.pps / raw,
+                    r.pps / raw_j,
+                    if r.dropped > 0 {
+                        format!("  ({} dropped!)", r.dropped)
+                    } else {
+                        String::new()
+                    }
                 );
                 records.push(json!({
                     "algorithm": alg.name(), "frame_size": size, "direction": dname,
@@ -269,7 +368,8 @@ fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String
     }
     if let Some(p) = json_out {
         let v = json!({ "benchmark": "dataplane", "cpu": cpu_model(), "results": records });
-        std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default())
+            .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
 }
@@ -277,7 +377,11 @@ fn dataplane(crypto: ProviderChoice, secs: f64, sizes: &[String], algs: &[String
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default()
 }
 
@@ -295,7 +399,10 @@ impl Rng {
 fn spd(quick: bool) -> Result<(), String> {
     println!("espgw bench spd: IPv4 rules on /16, /24 and /32 destinations with and without /24 sources,");
     println!("a third with port ranges; lookups of keys that hit (half) and miss (half)");
-    println!("{:>7} {:>7} {:>22} {:>22}", "rules", "groups", "tuple-space ns/lookup", "linear scan ns/lookup");
+    println!(
+        "{:>7} {:>7} {:>22} {:>22}",
+        "rules", "groups", "tuple-space ns/lookup", "linear scan ns/lookup"
+    );
     for &n in &[1usize, 100, 1000, 10_000] {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
         let base = 0xc612_0000u32; // 198.18.0.0/15
@@ -306,8 +413,28 @@ fn spd(quick: bool) -> Result<(), String> {
                 let src_len = if r & 8 == 0 { 0 } else { 24 };
                 let dst = u128::from(base | ((r >> 8) as u32 & 0x1ffff));
                 let src = u128::from(base | ((r >> 32) as u32 & 0x1ffff));
-                let ports = if i % 3 == 0 { let lo = (r >> 40) as u16 & 0x3fff; Range::new(lo, lo + 100) } else { ANY_PORT };
-                SpdRule { v4: true, src, src_len, dst, dst_len, proto: ANY_PROTO, sport: ANY_PORT, dport: ports, priority: 0, action: if i % 2 == 0 { SpdAction::Protect(i as u32) } else { SpdAction::Bypass } }
+                let ports = if i % 3 == 0 {
+                    let lo = (r >> 40) as u16 & 0x3fff;
+                    Range::new(lo, lo + 100)
+                } else {
+                    ANY_PORT
+                };
+                SpdRule {
+                    v4: true,
+                    src,
+                    src_len,
+                    dst,
+                    dst_len,
+                    proto: ANY_PROTO,
+                    sport: ANY_PORT,
+                    dport: ports,
+                    priority: 0,
+                    action: if i % 2 == 0 {
+                        SpdAction::Protect(i as u32)
+                    } else {
+                        SpdAction::Bypass
+                    },
+                }
             })
             .collect();
         let keys: Vec<FlowKey> = (0..4096)
@@ -317,9 +444,19 @@ fn spd(quick: bool) -> Result<(), String> {
                     let ru = &rules[(r as usize) % rules.len()];
                     (ru.src | (r >> 50) as u128 & 0xff, ru.dst)
                 } else {
-                    (u128::from(base | (r as u32 & 0x1ffff)), u128::from(base | ((r >> 20) as u32 & 0x1ffff)))
+                    (
+                        u128::from(base | (r as u32 & 0x1ffff)),
+                        u128::from(base | ((r >> 20) as u32 & 0x1ffff)),
+                    )
                 };
-                FlowKey { v4: true, src, dst, proto: 17, sport: 1000, dport: (r >> 40) as u16 & 0x3fff }
+                FlowKey {
+                    v4: true,
+                    src,
+                    dst,
+                    proto: 17,
+                    sport: 1000,
+                    dport: (r >> 40) as u16 & 0x3fff,
+                }
             })
             .collect();
         let spd = Spd::new(rules);

@@ -33,7 +33,10 @@ pub fn gen_capture(a: &GenArgs) -> Result<(), String> {
     let sizes: Vec<usize> = if a.size == "imix" {
         gen::imix_sizes()
     } else {
-        vec![a.size.parse::<usize>().map_err(|_| format!("--size: '{}' is not a number or imix", a.size))?]
+        vec![a
+            .size
+            .parse::<usize>()
+            .map_err(|_| format!("--size: '{}' is not a number or imix", a.size))?]
     };
     let spec = FlowSpec {
         src: a.src,
@@ -44,7 +47,11 @@ pub fn gen_capture(a: &GenArgs) -> Result<(), String> {
         src_mac: [0x02, 0, 0, 0, 0, 0x01],
         dst_mac: [0x02, 0, 0, 0, 0x01, 0x01],
     };
-    let link = if a.raw { LINKTYPE_RAW } else { LINKTYPE_ETHERNET };
+    let link = if a.raw {
+        LINKTYPE_RAW
+    } else {
+        LINKTYPE_ETHERNET
+    };
     let mut w = PcapWriter::create(&a.output, link).map_err(|e| e.to_string())?;
     for i in 0..a.count {
         let f = gen::frame(&spec, sizes[(i as usize) % sizes.len()], i + 1);
@@ -56,8 +63,12 @@ pub fn gen_capture(a: &GenArgs) -> Result<(), String> {
 }
 
 fn describe(frame: &[u8]) -> String {
-    let Some(ip) = frame.get(14..) else { return "?".into() };
-    let Ok(info) = parse_ip(ip) else { return "unparsable".into() };
+    let Some(ip) = frame.get(14..) else {
+        return "?".into();
+    };
+    let Ok(info) = parse_ip(ip) else {
+        return "unparsable".into();
+    };
     let k = info.key;
     let addr = |v: u128| -> IpAddr {
         if k.v4 {
@@ -72,8 +83,12 @@ fn describe(frame: &[u8]) -> String {
         proto::TCP => format!("tcp {}>{}", k.sport, k.dport),
         proto::ICMP | proto::ICMPV6 => format!("icmp type {}", k.sport),
         proto::ESP => {
-            let esp = ip.get(info.upper_off..).and_then(|e| EspPacket::new_checked(e).ok());
-            esp.map_or("esp".into(), |e| format!("esp spi 0x{:x} seq {}", e.spi(), e.seq()))
+            let esp = ip
+                .get(info.upper_off..)
+                .and_then(|e| EspPacket::new_checked(e).ok());
+            esp.map_or("esp".into(), |e| {
+                format!("esp spi 0x{:x} seq {}", e.spi(), e.seq())
+            })
         }
         p => format!("proto {p}"),
     };
@@ -92,8 +107,18 @@ fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, String> {
 /// `espgw demo`.
 pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let gw1 = espgw_config::parse(espgw_config::DEFAULT_CONFIG, "<built-in default>", Some(Format::Native)).map_err(|e| e.to_string())?;
-    let gw2 = espgw_config::parse(espgw_config::DEFAULT_PEER_CONFIG, "<built-in peer>", Some(Format::Native)).map_err(|e| e.to_string())?;
+    let gw1 = espgw_config::parse(
+        espgw_config::DEFAULT_CONFIG,
+        "<built-in default>",
+        Some(Format::Native),
+    )
+    .map_err(|e| e.to_string())?;
+    let gw2 = espgw_config::parse(
+        espgw_config::DEFAULT_PEER_CONFIG,
+        "<built-in peer>",
+        Some(Format::Native),
+    )
+    .map_err(|e| e.to_string())?;
     let t1 = Arc::new(Tables::build(&gw1, provider, None).map_err(|e| e.to_string())?);
     let t2 = Arc::new(Tables::build(&gw2, provider, None).map_err(|e| e.to_string())?);
 
@@ -131,7 +156,8 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     for i in 0..count {
         let (spec, _) = &flows[i % flows.len()];
         let f = gen::frame(spec, sizes[i % sizes.len()], i as u64 + 1);
-        w.write_frame(i as u64 * 1000, &f).map_err(|e| e.to_string())?;
+        w.write_frame(i as u64 * 1000, &f)
+            .map_err(|e| e.to_string())?;
         originals.push(f);
     }
     let stray = FlowSpec {
@@ -143,7 +169,8 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
         src_mac: [0x02, 0, 0, 0, 0, 0x01],
         dst_mac: [0x02, 0, 0, 0, 0x01, 0x01],
     };
-    w.write_frame(count as u64 * 1000, &gen::frame(&stray, 64, 0)).map_err(|e| e.to_string())?;
+    w.write_frame(count as u64 * 1000, &gen::frame(&stray, 64, 0))
+        .map_err(|e| e.to_string())?;
     w.flush().map_err(|e| e.to_string())?;
     drop(w);
 
@@ -155,8 +182,16 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     let esp_frames = read_all(&esp)?;
     let back_frames = read_all(&back)?;
     println!("espgw demo: built-in default configuration, AES-128-GCM tunnel 192.0.2.1 -> 192.0.2.2 ({})", provider.name());
-    println!("gateway 1 encrypts {} -> {}; gateway 2 decrypts it -> {}\n", plain.display(), esp.display(), back.display());
-    println!("{:>3}  {:<52} {:>5}   {:<50} {:>5}  {}", "#", "in: plaintext on gw1 south", "bytes", "out: ESP on gw1 north", "bytes", "after gw2");
+    println!(
+        "gateway 1 encrypts {} -> {}; gateway 2 decrypts it -> {}\n",
+        plain.display(),
+        esp.display(),
+        back.display()
+    );
+    println!(
+        "{:>3}  {:<52} {:>5}   {:<50} {:>5}  after gw2",
+        "#", "in: plaintext on gw1 south", "bytes", "out: ESP on gw1 north", "bytes"
+    );
     let mut identical = 0;
     for (i, orig) in originals.iter().enumerate() {
         let e = esp_frames.get(i);
@@ -170,12 +205,29 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
             orig.len() + gen::FCS_LEN,
             e.map_or("-".into(), |e| describe(e)),
             e.map_or(0, |e| e.len() + gen::FCS_LEN),
-            if same { "identical to the original" } else { "MISMATCH" }
+            if same {
+                "identical to the original"
+            } else {
+                "MISMATCH"
+            }
         );
     }
-    println!("{:>3}  {:<52} {:>5}   {:<50}", originals.len() + 1, describe(&gen::frame(&stray, 64, 0)), 64, "dropped: no policy covers it");
-    let all_esp = esp_frames.iter().all(|f| f.get(14..).and_then(|ip| parse_ip(ip).ok()).is_some_and(|i| i.key.proto == proto::ESP));
-    println!("\ngateway 1 (outbound):\n{}", report::text(&t1, &p1.counters));
+    println!(
+        "{:>3}  {:<52} {:>5}   {:<50}",
+        originals.len() + 1,
+        describe(&gen::frame(&stray, 64, 0)),
+        64,
+        "dropped: no policy covers it"
+    );
+    let all_esp = esp_frames.iter().all(|f| {
+        f.get(14..)
+            .and_then(|ip| parse_ip(ip).ok())
+            .is_some_and(|i| i.key.proto == proto::ESP)
+    });
+    println!(
+        "\ngateway 1 (outbound):\n{}",
+        report::text(&t1, &p1.counters)
+    );
     println!("gateway 2 (inbound):\n{}", report::text(&t2, &p2.counters));
     println!(
         "result: {identical} of {} protected frames came back identical; the transport side carried {} frames, {}",

@@ -55,7 +55,12 @@ pub fn frame(spec: &FlowSpec, frame_size: usize, seq: u64) -> Vec<u8> {
         (L4::Icmp, true) => (proto::ICMP, 8),
         (L4::Icmp, false) => (proto::ICMPV6, 8),
     };
-    let _ = ethernet::emit(&mut f, spec.dst_mac, spec.src_mac, if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 });
+    let _ = ethernet::emit(
+        &mut f,
+        spec.dst_mac,
+        spec.src_mac,
+        if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 },
+    );
     // Payload: the sequence number, then a byte pattern.
     let pay = l4_off + l4_hdr;
     f[pay..pay + 8].copy_from_slice(&seq.to_be_bytes());
@@ -99,7 +104,11 @@ pub fn frame(spec: &FlowSpec, frame_size: usize, seq: u64) -> Vec<u8> {
                 payload_len: l4_len,
             }
             .emit(&mut f[ethernet::HEADER_LEN..]);
-            let pseudo = if protocol == proto::ICMP { 0 } else { ipv4::pseudo_header_sum(s, d, protocol, l4_len) };
+            let pseudo = if protocol == proto::ICMP {
+                0
+            } else {
+                ipv4::pseudo_header_sum(s, d, protocol, l4_len)
+            };
             fill_l4_checksum(&mut f[l4_off..], protocol, pseudo);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -113,7 +122,11 @@ pub fn frame(spec: &FlowSpec, frame_size: usize, seq: u64) -> Vec<u8> {
                 payload_len: l4_len,
             }
             .emit(&mut f[ethernet::HEADER_LEN..]);
-            fill_l4_checksum(&mut f[l4_off..], protocol, ipv6::pseudo_header_sum(s, d, protocol, l4_len));
+            fill_l4_checksum(
+                &mut f[l4_off..],
+                protocol,
+                ipv6::pseudo_header_sum(s, d, protocol, l4_len),
+            );
         }
         _ => {}
     }
@@ -165,8 +178,16 @@ mod tests {
 
     fn spec(l4: L4, v4: bool) -> FlowSpec {
         FlowSpec {
-            src: if v4 { "198.51.100.10".parse().unwrap() } else { "2001:db8:100::10".parse().unwrap() },
-            dst: if v4 { "203.0.113.20".parse().unwrap() } else { "2001:db8:113::20".parse().unwrap() },
+            src: if v4 {
+                "198.51.100.10".parse().unwrap()
+            } else {
+                "2001:db8:100::10".parse().unwrap()
+            },
+            dst: if v4 {
+                "203.0.113.20".parse().unwrap()
+            } else {
+                "2001:db8:113::20".parse().unwrap()
+            },
             l4,
             sport: 1024,
             dport: 9,
@@ -186,7 +207,16 @@ mod tests {
                     if v4 {
                         let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
                         assert!(ip.verify_checksum());
-                        let pseudo = if l4 == L4::Icmp { 0 } else { ipv4::pseudo_header_sum(ip.src(), ip.dst(), ip.protocol(), ip.payload().len()) };
+                        let pseudo = if l4 == L4::Icmp {
+                            0
+                        } else {
+                            ipv4::pseudo_header_sum(
+                                ip.src(),
+                                ip.dst(),
+                                ip.protocol(),
+                                ip.payload().len(),
+                            )
+                        };
                         assert_eq!(checksum::finish(checksum::sum(ip.payload(), pseudo)), 0);
                     }
                 }

@@ -16,7 +16,11 @@ use espgw_core::{Direction, Pipeline, Tables};
 use espgw_crypto::{CryptoProvider, ProviderChoice};
 
 #[derive(Parser)]
-#[command(name = "espgw", version, about = "A fast, memory-safe userspace IPsec (ESP) security gateway")]
+#[command(
+    name = "espgw",
+    version,
+    about = "A fast, memory-safe userspace IPsec (ESP) security gateway"
+)]
 struct Cli {
     /// Crypto back-end: auto (the fastest available), ipsec-mb or aws-lc.
     #[arg(long, global = true, default_value = "auto")]
@@ -130,8 +134,12 @@ mod gen_cmd {
 fn load_config(path: &Option<PathBuf>, format: Option<FormatArg>) -> Result<Config, String> {
     match path {
         Some(p) => espgw_config::load(p, format.map(Into::into)).map_err(|e| e.to_string()),
-        None => espgw_config::parse(espgw_config::DEFAULT_CONFIG, "<built-in default>", Some(Format::Native))
-            .map_err(|e| e.to_string()),
+        None => espgw_config::parse(
+            espgw_config::DEFAULT_CONFIG,
+            "<built-in default>",
+            Some(Format::Native),
+        )
+        .map_err(|e| e.to_string()),
     }
 }
 
@@ -143,24 +151,42 @@ fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
-        Cmd::Pcap { config, format, direction, input, output, json } => {
+        Cmd::Pcap {
+            config,
+            format,
+            direction,
+            input,
+            output,
+            json,
+        } => {
             let cfg = load_config(&config, format)?;
             let p = provider(cli.crypto)?;
-            let tables = Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
+            let tables =
+                Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
             let mut pipe = Pipeline::new(tables.clone());
             let dir = match direction {
                 Dir::Outbound => Direction::Out,
                 Dir::Inbound => Direction::In,
             };
-            let st = offline::run_pcap(&mut pipe, dir, &input, &output).map_err(|e| e.to_string())?;
+            let st =
+                offline::run_pcap(&mut pipe, dir, &input, &output).map_err(|e| e.to_string())?;
             if json {
                 let mut v = report::json(&tables, &pipe.counters);
                 v["oversized_records"] = st.oversized.into();
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
-                println!("{} -> {}: {} frames read, {} written", input.display(), output.display(), st.frames_in, st.frames_out);
+                println!(
+                    "{} -> {}: {} frames read, {} written",
+                    input.display(),
+                    output.display(),
+                    st.frames_in,
+                    st.frames_out
+                );
                 if st.oversized > 0 {
-                    println!("{} records larger than a packet buffer were skipped", st.oversized);
+                    println!(
+                        "{} records larger than a packet buffer were skipped",
+                        st.oversized
+                    );
                 }
                 print!("{}", report::text(&tables, &pipe.counters));
             }
@@ -194,7 +220,14 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::DefaultConfig { peer } => {
-            print!("{}", if peer { espgw_config::DEFAULT_PEER_CONFIG } else { espgw_config::DEFAULT_CONFIG });
+            print!(
+                "{}",
+                if peer {
+                    espgw_config::DEFAULT_PEER_CONFIG
+                } else {
+                    espgw_config::DEFAULT_CONFIG
+                }
+            );
             Ok(())
         }
         Cmd::Gen(a) => demo::gen_capture(&a),

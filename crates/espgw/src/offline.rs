@@ -19,7 +19,12 @@ pub struct RunStats {
 
 /// Runs `input` through `pipeline` in `dir` and writes forwarded frames to `output`
 /// (same link type as the input).
-pub fn run_pcap(pipeline: &mut Pipeline, dir: Direction, input: &Path, output: &Path) -> io::Result<RunStats> {
+pub fn run_pcap(
+    pipeline: &mut Pipeline,
+    dir: Direction,
+    input: &Path,
+    output: &Path,
+) -> io::Result<RunStats> {
     let mut reader = PcapReader::open(input)?;
     let mut writer = PcapWriter::create(output, reader.link_type())?;
     let burst = pipeline.tables().burst;

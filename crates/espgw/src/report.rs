@@ -9,19 +9,35 @@ use serde_json::{json, Value};
 
 pub fn text(t: &Tables, c: &WorkerCounters) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "frames in {:>10}   out {:>10}   encrypted {}   decrypted {}   bypassed {}",
-        c.rx_packets, c.tx_packets, c.encrypted, c.decrypted, c.bypassed);
-    let drops: Vec<_> = DropReason::ALL.iter().filter(|r| c.dropped(**r) > 0).collect();
+    let _ = writeln!(
+        s,
+        "frames in {:>10}   out {:>10}   encrypted {}   decrypted {}   bypassed {}",
+        c.rx_packets, c.tx_packets, c.encrypted, c.decrypted, c.bypassed
+    );
+    let drops: Vec<_> = DropReason::ALL
+        .iter()
+        .filter(|r| c.dropped(**r) > 0)
+        .collect();
     if drops.is_empty() {
         let _ = writeln!(s, "drops: none");
     } else {
         let _ = writeln!(s, "drops:");
         for r in drops {
-            let _ = writeln!(s, "  {:<20} {:>10}   {}", r.name(), c.dropped(*r), r.describe());
+            let _ = writeln!(
+                s,
+                "  {:<20} {:>10}   {}",
+                r.name(),
+                c.dropped(*r),
+                r.describe()
+            );
         }
     }
     let _ = writeln!(s, "security associations:");
-    let _ = writeln!(s, "  {:<14} {:>3} {:>10} {:<12} {:>10} {:>12} {:>10}  drops", "name", "dir", "spi", "mode", "packets", "bytes", "last seq");
+    let _ = writeln!(
+        s,
+        "  {:<14} {:>3} {:>10} {:<12} {:>10} {:>12} {:>10}  drops",
+        "name", "dir", "spi", "mode", "packets", "bytes", "last seq"
+    );
     for sa in &t.sas {
         let st = &sa.state;
         let mut d = String::new();
@@ -45,9 +61,19 @@ pub fn text(t: &Tables, c: &WorkerCounters) -> String {
         if st.exhausted.load(Ordering::Relaxed) {
             flags.push_str(" [sequence numbers exhausted]");
         }
-        let _ = writeln!(s, "  {:<14} {:>3} 0x{:08x} {:<12} {:>10} {:>12} {:>10}  {}{}",
-            truncate(&sa.label, 14), sa.direction.to_string(), sa.spi, sa.mode.name(),
-            st.counters.packets(), st.counters.bytes(), seq, if d.is_empty() { "-".into() } else { d }, flags);
+        let _ = writeln!(
+            s,
+            "  {:<14} {:>3} 0x{:08x} {:<12} {:>10} {:>12} {:>10}  {}{}",
+            truncate(&sa.label, 14),
+            sa.direction.to_string(),
+            sa.spi,
+            sa.mode.name(),
+            st.counters.packets(),
+            st.counters.bytes(),
+            seq,
+            if d.is_empty() { "-".into() } else { d },
+            flags
+        );
     }
     s
 }
@@ -57,8 +83,10 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 pub fn json(t: &Tables, c: &WorkerCounters) -> Value {
-    let drops: serde_json::Map<String, Value> =
-        DropReason::ALL.iter().map(|r| (r.name().to_string(), json!(c.dropped(*r)))).collect();
+    let drops: serde_json::Map<String, Value> = DropReason::ALL
+        .iter()
+        .map(|r| (r.name().to_string(), json!(c.dropped(*r))))
+        .collect();
     let sas: Vec<Value> = t
         .sas
         .iter()

@@ -21,7 +21,14 @@ pub struct MemoryPort {
 
 impl MemoryPort {
     pub fn new(templates: Vec<Vec<u8>>) -> Self {
-        MemoryPort { templates, next: 0, tx_packets: 0, tx_bytes: 0, keep: false, sent: Vec::new() }
+        MemoryPort {
+            templates,
+            next: 0,
+            tx_packets: 0,
+            tx_bytes: 0,
+            keep: false,
+            sent: Vec::new(),
+        }
     }
 }
 
@@ -29,15 +36,25 @@ impl Port for MemoryPort {
     fn name(&self) -> &str {
         "memory"
     }
-    fn rx_burst(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
         if self.templates.is_empty() {
             return Ok(0);
         }
         for _ in 0..max {
             let mut p = pool.get();
             let t = &self.templates[self.next];
-            self.next = if self.next + 1 == self.templates.len() { 0 } else { self.next + 1 };
-            p.load(t).map_err(|r| io::Error::new(io::ErrorKind::InvalidInput, r.describe()))?;
+            self.next = if self.next + 1 == self.templates.len() {
+                0
+            } else {
+                self.next + 1
+            };
+            p.load(t)
+                .map_err(|r| io::Error::new(io::ErrorKind::InvalidInput, r.describe()))?;
             out.push(p);
         }
         Ok(max)

@@ -23,7 +23,10 @@ const LINKTYPE_IPV6: u32 = 229;
 const MAX_RECORD: u32 = 262_144;
 
 fn is_raw(link: u32) -> bool {
-    matches!(link, LINKTYPE_RAW | LINKTYPE_RAW_BSD | LINKTYPE_IPV4 | LINKTYPE_IPV6)
+    matches!(
+        link,
+        LINKTYPE_RAW | LINKTYPE_RAW_BSD | LINKTYPE_IPV4 | LINKTYPE_IPV6
+    )
 }
 
 /// A pcap reader that is also a receive port.
@@ -40,7 +43,8 @@ pub struct PcapReader<R: Read> {
 
 impl PcapReader<BufReader<File>> {
     pub fn open(path: &Path) -> io::Result<Self> {
-        let f = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let f = File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         Self::new(BufReader::new(f), path.display().to_string())
     }
 }
@@ -52,15 +56,24 @@ fn bad(msg: impl Into<String>) -> io::Error {
 impl<R: Read> PcapReader<R> {
     pub fn new(mut r: R, name: String) -> io::Result<Self> {
         let mut h = [0u8; 24];
-        r.read_exact(&mut h).map_err(|_| bad(format!("{name}: not a pcap file (too short)")))?;
+        r.read_exact(&mut h)
+            .map_err(|_| bad(format!("{name}: not a pcap file (too short)")))?;
         let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
         let (swapped, nanos) = match magic {
             0xa1b2_c3d4 => (false, false),
             0xa1b2_3c4d => (false, true),
             0xd4c3_b2a1 => (true, false),
             0x4d3c_b2a1 => (true, true),
-            0x0a0d_0d0a => return Err(bad(format!("{name}: pcapng is not supported; convert with `editcap -F pcap`"))),
-            _ => return Err(bad(format!("{name}: not a pcap file (magic {magic:#010x})"))),
+            0x0a0d_0d0a => {
+                return Err(bad(format!(
+                    "{name}: pcapng is not supported; convert with `editcap -F pcap`"
+                )))
+            }
+            _ => {
+                return Err(bad(format!(
+                    "{name}: not a pcap file (magic {magic:#010x})"
+                )))
+            }
         };
         let rd = |b: &[u8]| {
             let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -72,9 +85,19 @@ impl<R: Read> PcapReader<R> {
         };
         let link = rd(&h[20..24]) & 0x0fff_ffff;
         if link != LINKTYPE_ETHERNET && !is_raw(link) {
-            return Err(bad(format!("{name}: link type {link} not supported (Ethernet or raw IP)")));
+            return Err(bad(format!(
+                "{name}: link type {link} not supported (Ethernet or raw IP)"
+            )));
         }
-        Ok(PcapReader { r, swapped, nanos, link, name, buf: Vec::new(), oversized: 0 })
+        Ok(PcapReader {
+            r,
+            swapped,
+            nanos,
+            link,
+            name,
+            buf: Vec::new(),
+            oversized: 0,
+        })
     }
 
     pub fn link_type(&self) -> u32 {
@@ -103,8 +126,11 @@ impl<R: Read> PcapReader<R> {
             return Err(bad(format!("{}: record of {incl} bytes", self.name)));
         }
         self.buf.resize(incl as usize, 0);
-        self.r.read_exact(&mut self.buf).map_err(|_| bad(format!("{}: truncated record", self.name)))?;
-        let ns = u64::from(sec) * 1_000_000_000 + u64::from(frac) * if self.nanos { 1 } else { 1000 };
+        self.r
+            .read_exact(&mut self.buf)
+            .map_err(|_| bad(format!("{}: truncated record", self.name)))?;
+        let ns =
+            u64::from(sec) * 1_000_000_000 + u64::from(frac) * if self.nanos { 1 } else { 1000 };
         Ok(Some((ns, &self.buf)))
     }
 
@@ -112,7 +138,9 @@ impl<R: Read> PcapReader<R> {
     pub fn next_packet(&mut self, p: &mut Packet) -> io::Result<bool> {
         loop {
             let link = self.link;
-            let Some((ts, rec)) = self.next_record()? else { return Ok(false) };
+            let Some((ts, rec)) = self.next_record()? else {
+                return Ok(false);
+            };
             p.timestamp_ns = ts;
             let loaded = if is_raw(link) {
                 let et = match rec.first().map(|b| b >> 4) {
@@ -140,7 +168,12 @@ impl<R: Read> Port for PcapReader<R> {
     fn name(&self) -> &str {
         &self.name
     }
-    fn rx_burst(&mut self, pool: &mut PacketPool, out: &mut Vec<Packet>, max: usize) -> io::Result<usize> {
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
             let mut p = pool.get();
@@ -172,7 +205,8 @@ pub struct PcapWriter<W: Write> {
 
 impl PcapWriter<BufWriter<File>> {
     pub fn create(path: &Path, link: u32) -> io::Result<Self> {
-        let f = File::create(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let f = File::create(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         Self::new(BufWriter::new(f), link, path.display().to_string())
     }
 }
@@ -180,7 +214,11 @@ impl PcapWriter<BufWriter<File>> {
 impl<W: Write> PcapWriter<W> {
     /// Writes a microsecond pcap header. Raw-IP link types are written as 101.
     pub fn new(mut w: W, link: u32, name: String) -> io::Result<Self> {
-        let link = if is_raw(link) { LINKTYPE_RAW } else { LINKTYPE_ETHERNET };
+        let link = if is_raw(link) {
+            LINKTYPE_RAW
+        } else {
+            LINKTYPE_ETHERNET
+        };
         let mut h = Vec::with_capacity(24);
         h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
         h.extend_from_slice(&2u16.to_le_bytes());
@@ -190,12 +228,21 @@ impl<W: Write> PcapWriter<W> {
         h.extend_from_slice(&65535u32.to_le_bytes());
         h.extend_from_slice(&link.to_le_bytes());
         w.write_all(&h)?;
-        Ok(PcapWriter { w, link, name, written: 0 })
+        Ok(PcapWriter {
+            w,
+            link,
+            name,
+            written: 0,
+        })
     }
 
     /// Writes one Ethernet frame (stripped to IP for raw link types).
     pub fn write_frame(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()> {
-        let body = if self.link == LINKTYPE_RAW { frame.get(14..).unwrap_or(&[]) } else { frame };
+        let body = if self.link == LINKTYPE_RAW {
+            frame.get(14..).unwrap_or(&[])
+        } else {
+            frame
+        };
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
         h[4..8].copy_from_slice(&(((ts_ns % 1_000_000_000) / 1000) as u32).to_le_bytes());
@@ -240,7 +287,9 @@ mod tests {
             let mut w = PcapWriter::new(&mut out, link, "mem".into()).unwrap();
             let mut frame = vec![0u8; 14];
             frame[12] = 0x08;
-            frame.extend_from_slice(&[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2]);
+            frame.extend_from_slice(&[
+                0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+            ]);
             w.write_frame(1_500_000_000_123_000, &frame).unwrap();
             w.flush().unwrap();
             drop(w);
@@ -257,9 +306,15 @@ mod tests {
     fn rejects_garbage() {
         assert!(PcapReader::new(&[0u8; 10][..], "x".into()).is_err());
         assert!(PcapReader::new(&[0u8; 24][..], "x".into()).is_err());
-        let mut h = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
+        let mut h = vec![
+            0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0,
+            0,
+        ];
         h.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0]);
         let mut r = PcapReader::new(&h[..], "x".into()).unwrap();
-        assert!(r.next_record().is_err(), "a 2 GB record is refused, not allocated");
+        assert!(
+            r.next_record().is_err(),
+            "a 2 GB record is refused, not allocated"
+        );
     }
 }

@@ -53,7 +53,9 @@ mod tests {
 
     #[test]
     fn incremental_matches_full() {
-        let mut d = [0x45u8, 0, 0, 0x54, 0x12, 0x34, 0x40, 0, 64, 1, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2];
+        let mut d = [
+            0x45u8, 0, 0, 0x54, 0x12, 0x34, 0x40, 0, 64, 1, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ];
         let c = checksum(&d);
         d[10..12].copy_from_slice(&c.to_be_bytes());
         assert_eq!(checksum(&d), 0);

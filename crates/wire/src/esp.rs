@@ -54,7 +54,10 @@ pub fn pad_len(payload_len: usize, align: usize) -> usize {
 /// Writes the RFC 4303 default padding (1, 2, 3, ...), pad length and next header.
 /// `out` must be exactly `pad + 2` bytes long.
 pub fn emit_trailer(out: &mut [u8], next_header: u8) -> Result<()> {
-    let n = out.len().checked_sub(TRAILER_LEN).ok_or(WireError::Truncated)?;
+    let n = out
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .ok_or(WireError::Truncated)?;
     let pad = u8::try_from(n).map_err(|_| WireError::Malformed)?;
     for (i, b) in out[..n].iter_mut().enumerate() {
         *b = (i + 1) as u8;
@@ -81,12 +84,21 @@ pub fn parse_trailer(text: &[u8]) -> Result<Trailer> {
     }
     let pad = usize::from(text[n - 2]);
     let next_header = text[n - 1];
-    let payload_len = n.checked_sub(TRAILER_LEN + pad).ok_or(WireError::Malformed)?;
+    let payload_len = n
+        .checked_sub(TRAILER_LEN + pad)
+        .ok_or(WireError::Malformed)?;
     let padding = &text[payload_len..n - TRAILER_LEN];
-    if padding.iter().enumerate().any(|(i, &b)| usize::from(b) != i + 1) {
+    if padding
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| usize::from(b) != i + 1)
+    {
         return Err(WireError::Malformed);
     }
-    Ok(Trailer { payload_len, next_header })
+    Ok(Trailer {
+        payload_len,
+        next_header,
+    })
 }
 
 #[cfg(test)]
@@ -105,7 +117,13 @@ mod tests {
     fn trailer_round_trip_and_rejects() {
         let mut t = vec![0xaa; 5];
         t.extend_from_slice(&[1, 2, 3, 3, 4]);
-        assert_eq!(parse_trailer(&t).unwrap(), Trailer { payload_len: 5, next_header: 4 });
+        assert_eq!(
+            parse_trailer(&t).unwrap(),
+            Trailer {
+                payload_len: 5,
+                next_header: 4
+            }
+        );
         let mut out = [0u8; 5];
         emit_trailer(&mut out, 4).unwrap();
         assert_eq!(out, [1, 2, 3, 3, 4]);

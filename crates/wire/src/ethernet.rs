@@ -95,7 +95,10 @@ pub fn parse_mac(s: &str) -> Option<MacAddr> {
 }
 
 pub fn format_mac(m: &MacAddr) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 #[cfg(test)]

@@ -153,7 +153,8 @@ pub struct Ipv4Repr {
 impl Ipv4Repr {
     /// Writes the header, checksum included, into `out[..20]`.
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
-        let total = u16::try_from(self.payload_len + MIN_HEADER_LEN).map_err(|_| WireError::Malformed)?;
+        let total =
+            u16::try_from(self.payload_len + MIN_HEADER_LEN).map_err(|_| WireError::Malformed)?;
         let h = out.get_mut(..MIN_HEADER_LEN).ok_or(WireError::Truncated)?;
         h[field::VER_IHL] = 0x45;
         h[field::TOS] = self.tos;
@@ -228,15 +229,27 @@ mod tests {
     #[test]
     fn rejects_bad_lengths() {
         let mut pkt = HDR.to_vec();
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            WireError::Truncated
+        );
         pkt.resize(84, 0);
         pkt[0] = 0x44; // IHL 4
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            WireError::Malformed
+        );
         pkt[0] = 0x65; // version 6
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            WireError::Malformed
+        );
         pkt[0] = 0x4f; // IHL 60 > total? total is 84, fine; but 60 <= 84
         assert!(Ipv4Packet::new_checked(&pkt[..]).is_ok());
         pkt[3] = 10; // total 10 < header
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 }

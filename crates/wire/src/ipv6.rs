@@ -261,7 +261,10 @@ mod tests {
         ext.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
         ext.extend_from_slice(&[0x12, 0x34, 0x00, 0x35, 0, 8, 0, 0]);
         let p = v6(0, &ext);
-        let u = Ipv6Packet::new_checked(&p[..]).unwrap().upper_layer().unwrap();
+        let u = Ipv6Packet::new_checked(&p[..])
+            .unwrap()
+            .upper_layer()
+            .unwrap();
         assert_eq!(u.protocol, 17);
         assert_eq!(u.offset, 40 + 8 + 24 + 8);
         assert_eq!(u.per_hop_end, 40 + 8 + 24);

@@ -78,12 +78,17 @@ mod tests {
 
     #[test]
     fn header_and_lengths() {
-        let d = [0x11, 0x94, 0x11, 0x94, 0x00, 0x0a, 0x00, 0x00, 0xab, 0xcd, 0xee];
+        let d = [
+            0x11, 0x94, 0x11, 0x94, 0x00, 0x0a, 0x00, 0x00, 0xab, 0xcd, 0xee,
+        ];
         let u = UdpPacket::new_checked(&d[..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port()), (4500, 4500));
         assert_eq!(u.payload(), &[0xab, 0xcd]);
         assert!(UdpPacket::new_checked(&d[..7]).is_err());
         let bad = [0, 1, 0, 2, 0, 4, 0, 0];
-        assert_eq!(UdpPacket::new_checked(&bad[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            UdpPacket::new_checked(&bad[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 }

@@ -10,11 +10,21 @@ use zeroize::Zeroizing;
 
 pub fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
 }
 
 /// An SA with the given parameters; everything else at its default.
-pub fn sa(spi: u32, direction: Direction, mode: Mode, key: &[u8], salt: [u8; 4], esn: bool) -> SaConfig {
+pub fn sa(
+    spi: u32,
+    direction: Direction,
+    mode: Mode,
+    key: &[u8],
+    salt: [u8; 4],
+    esn: bool,
+) -> SaConfig {
     SaConfig {
         spi,
         direction,

@@ -1,0 +1,71 @@
+//! Authentic ESP around hostile plaintext: the fuzzer chooses the decrypted text (payload,
+//! padding, pad length, next header) and the outer shape; the packet is sealed with a
+//! real key, so decapsulation, trailer checks and the inbound policy see arbitrary
+//! contents after a good ICV.
+#![no_main]
+use espgw_core::esp_out;
+use espgw_core::packet::Packet;
+use espgw_core::{Direction, Pipeline};
+use espgw_wire::ipv4::Ipv4Repr;
+use espgw_wire::ipv6::Ipv6Repr;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&shape, text)) = data.split_first() else { return };
+    let tables = espgw_fuzz::tables();
+    // SA 0 (IPv4 tunnel), 1 (IPv6 tunnel, ESN, UDP), 2 (transport over IPv4, ICV 8).
+    let sa_idx = usize::from(shape % 3);
+    let sa = &tables.sas[sa_idx];
+    let seq = u64::from(shape / 3) + 1;
+    let mut esp = vec![0u8; 16 + text.len() + sa.icv_len];
+    esp[16..16 + text.len()].copy_from_slice(text);
+    if esp_out::seal_packet(sa, seq, seq.to_be_bytes(), &mut esp).is_err() {
+        return;
+    }
+    let mut frame = vec![0u8; 14];
+    match sa_idx {
+        1 => {
+            frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let mut ip = vec![0u8; 40];
+            let mut udp = vec![0x11, 0x94, 0x11, 0x94, 0, 0, 0, 0];
+            udp[4..6].copy_from_slice(&((8 + esp.len()) as u16).to_be_bytes());
+            let _ = Ipv6Repr {
+                src: "2001:db8:2::1".parse().unwrap(),
+                dst: "2001:db8:2::2".parse().unwrap(),
+                next_header: 17,
+                traffic_class: shape,
+                flow_label: 0,
+                hop_limit: 64,
+                payload_len: 8 + esp.len(),
+            }
+            .emit(&mut ip);
+            frame.extend_from_slice(&ip);
+            frame.extend_from_slice(&udp);
+        }
+        _ => {
+            frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let mut ip = vec![0u8; 20];
+            let (src, dst) = if sa_idx == 0 { ([192, 0, 2, 1], [192, 0, 2, 2]) } else { ([203, 0, 113, 5], [198, 51, 100, 5]) };
+            let _ = Ipv4Repr {
+                src: src.into(),
+                dst: dst.into(),
+                protocol: 50,
+                tos: shape,
+                ttl: 64,
+                ident: 0,
+                dont_fragment: true,
+                payload_len: esp.len(),
+            }
+            .emit(&mut ip);
+            frame.extend_from_slice(&ip);
+        }
+    }
+    frame.extend_from_slice(&esp);
+    let mut p = Packet::new();
+    if p.load(&frame).is_err() {
+        return;
+    }
+    let mut pipe = Pipeline::new(tables.clone());
+    let mut pkts = vec![p];
+    pipe.process(Direction::In, &mut pkts);
+});

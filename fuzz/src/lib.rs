@@ -1,0 +1,116 @@
+//! Shared set-up for the fuzz targets: one gateway configuration with tunnel (IPv4 and
+//! IPv6), transport, ESN and UDP-encapsulated SAs in both directions.
+use std::sync::{Arc, OnceLock};
+
+use espgw_core::Tables;
+
+pub const CONFIG: &str = r#"
+[[sa]]
+direction = "in"
+spi = 0x100
+mode = "ipv4-tunnel"
+local = "192.0.2.2"
+remote = "192.0.2.1"
+aead = "aes-128-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f01020304"
+replay_window = 64
+
+[[sa]]
+direction = "in"
+spi = 0x200
+mode = "ipv6-tunnel"
+local = "2001:db8:2::2"
+remote = "2001:db8:2::1"
+aead = "aes-256-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f01020304"
+esn = true
+udp_encap = true
+
+[[sa]]
+direction = "in"
+spi = 0x300
+mode = "transport"
+aead = "aes-192-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f000102030405060701020304"
+icv = 8
+
+[[sa]]
+direction = "out"
+spi = 0x400
+mode = "ipv6-tunnel"
+local = "2001:db8:2::2"
+remote = "2001:db8:2::1"
+aead = "aes-128-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f01020304"
+udp_encap = true
+
+[[sa]]
+direction = "out"
+spi = 0x500
+mode = "transport"
+aead = "aes-128-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f01020304"
+icv = 12
+
+[[policy]]
+direction = "in"
+src = "0.0.0.0/0"
+dst = "0.0.0.0/0"
+action = "protect"
+sa = 0x100
+
+[[policy]]
+direction = "in"
+src = "::/0"
+dst = "::/0"
+action = "protect"
+sa = 0x200
+
+[[policy]]
+direction = "in"
+src = "203.0.113.0/24"
+dst = "198.51.100.0/24"
+proto = "udp"
+priority = 5
+action = "protect"
+sa = 0x300
+
+[[policy]]
+direction = "out"
+src = "198.51.100.0/24"
+dst = "0.0.0.0/0"
+action = "protect"
+sa = 0x500
+
+[[policy]]
+direction = "out"
+src = "::/0"
+dst = "::/0"
+action = "protect"
+sa = 0x400
+
+[[policy]]
+direction = "out"
+src = "192.0.2.0/24"
+dst = "0.0.0.0/0"
+action = "bypass"
+
+[[route]]
+dst = "0.0.0.0/0"
+port = 1
+
+[[route]]
+dst = "::/0"
+port = 0
+"#;
+
+/// The tables, built once per process (keys with the portable back-end, so the fuzz
+/// build needs no C library).
+pub fn tables() -> Arc<Tables> {
+    static T: OnceLock<Arc<Tables>> = OnceLock::new();
+    T.get_or_init(|| {
+        let cfg = espgw_config::parse(CONFIG, "fuzz.toml", None).expect("fuzz config");
+        Arc::new(Tables::build(&cfg, &espgw_crypto::aws_lc::AwsLcProvider, None).expect("tables"))
+    })
+    .clone()
+}

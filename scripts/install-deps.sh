@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what building and testing espgw needs on Debian 12 (run as root). Idempotent:
+# packages already present are left alone.
+set -euo pipefail
+pkgs=(libipsec-mb-dev python3-scapy python3-pytest tshark)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.80 or newer) is required" >&2; exit 1; }
+if [ "${ESPGW_FUZZ_SECONDS:-20}" != 0 ] && ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked --quiet
+fi

@@ -42,6 +42,7 @@ pub enum Classified {
 }
 
 /// Looks at an inbound IP packet: ESP (or ESP-in-UDP) is matched to its SA by SPI.
+#[inline]
 pub fn classify(
     pkt: &Packet,
     info: &IpInfo,
@@ -107,6 +108,7 @@ pub fn classify(
 }
 
 /// The explicit IV of an inbound packet.
+#[inline]
 pub fn iv(pkt: &Packet, job: &OpenJob) -> [u8; 8] {
     let mut iv = [0u8; 8];
     iv.copy_from_slice(&pkt.data()[job.esp_off + 8..job.esp_off + 16]);
@@ -156,6 +158,7 @@ pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
 
 /// Removes the ESP encapsulation from an authenticated, decrypted packet. On success the
 /// packet holds the inner IP packet (tunnel) or the restored IP packet (transport).
+#[inline]
 pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropReason> {
     let text = pkt
         .data()

@@ -38,6 +38,7 @@ pub struct SealJob {
 
 /// Appends padding, pad length and next header after the first `payload_end` bytes, and
 /// room for the ICV. Returns the text length (payload + trailer).
+#[inline]
 fn add_trailer(
     pkt: &mut Packet,
     payload_start: usize,
@@ -58,6 +59,7 @@ fn add_trailer(
     Ok(payload_len + pad + esp::TRAILER_LEN)
 }
 
+#[inline]
 fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
     let _ = esp::emit_header(&mut d[at..], sa.spi, seq as u32);
     d[at + 8..at + 16].copy_from_slice(&seq.to_be_bytes());
@@ -66,6 +68,7 @@ fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
 /// Encapsulates the IP packet in `pkt` (which starts at its IP header; `info` describes
 /// it) for `sa` with sequence number `seq`. The text is left in plaintext for the burst
 /// crypto call.
+#[inline]
 pub fn encapsulate(
     pkt: &mut Packet,
     sa: &Sa,
@@ -216,6 +219,7 @@ pub fn encapsulate(
 
 /// Work left after encryption: the UDP checksum of ESP-in-UDP over IPv6, which covers the
 /// ciphertext.
+#[inline]
 pub fn finish(pkt: &mut Packet, job: &SealJob) {
     let Some(at) = job.udp_v6_checksum_at else {
         return;

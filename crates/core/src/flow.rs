@@ -35,6 +35,7 @@ pub struct IpInfo {
     pub tos: u8,
 }
 
+#[inline]
 fn ports(upper: u8, l4: &[u8]) -> (u16, u16) {
     match upper {
         proto::TCP => TcpPorts::new_checked(l4).map_or((0, 0), |t| (t.src_port(), t.dst_port())),
@@ -47,6 +48,7 @@ fn ports(upper: u8, l4: &[u8]) -> (u16, u16) {
 
 /// Parses an IPv4 or IPv6 packet (by its version nibble). An IPv4 header with a wrong
 /// checksum is malformed.
+#[inline]
 pub fn parse_ip(ip: &[u8]) -> Result<IpInfo, DropReason> {
     match ip.first().map(|b| b >> 4) {
         Some(4) => {

@@ -11,6 +11,10 @@
 //! Every stage walks the whole burst before the next one starts, which keeps code and
 //! tables hot and hands the crypto library many packets per call. Nothing here allocates
 //! per packet; the only per-burst allocation is the list of crypto operations.
+//!
+//! The per-packet helpers it calls (`parse_ip`, `encapsulate`, ...) are `#[inline]`: they
+//! return structs that, passed through memory, cost store-forwarding stalls larger than
+//! their own work (measured with perf on `bench dataplane`).
 
 use std::sync::Arc;
 

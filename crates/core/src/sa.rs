@@ -144,6 +144,7 @@ impl Sa {
 
     /// The AES-GCM nonce (salt || explicit IV, RFC 4106 §4) and the AAD (SPI || sequence
     /// number; with ESN SPI || high 32 bits || low 32 bits, RFC 4106 §5) of a packet.
+    #[inline]
     pub fn nonce_and_aad(&self, seq: u64, iv: [u8; 8]) -> ([u8; 12], [u8; 12], u8) {
         let mut nonce = [0u8; 12];
         nonce[..4].copy_from_slice(&self.salt);

@@ -39,6 +39,9 @@ pub enum BenchCmd {
         /// Directions to measure.
         #[arg(long, value_delimiter = ',', default_value = "outbound,inbound")]
         directions: Vec<String>,
+        /// Skip the raw crypto reference runs (for profiling the pipeline alone).
+        #[arg(long)]
+        no_raw: bool,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -67,10 +70,20 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             sizes,
             algs,
             directions,
+            no_raw,
             json,
         } => {
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
-            dataplane(crypto, secs, &sizes, &algs, &directions, json.as_deref())
+            let with_raw = !no_raw;
+            dataplane(
+                crypto,
+                secs,
+                &sizes,
+                &algs,
+                &directions,
+                with_raw,
+                json.as_deref(),
+            )
         }
         BenchCmd::Spd { quick } => spd(quick),
     }
@@ -251,6 +264,7 @@ fn dataplane(
     sizes: &[String],
     algs: &[String],
     dirs: &[String],
+    with_raw: bool,
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let provider = espgw_crypto::provider(crypto)?;
@@ -318,10 +332,14 @@ fn dataplane(
                     inner + espgw_wire::esp::pad_len(inner, 4) + 2
                 })
                 .collect();
-            let raw = raw_seal(provider.as_ref(), alg, &text_lens, 64, secs)?;
+            let raw = if with_raw {
+                raw_seal(provider.as_ref(), alg, &text_lens, 64, secs)?
+            } else {
+                f64::NAN
+            };
             let raw_j = match &raw_job {
-                Some(p) => raw_seal(p.as_ref(), alg, &text_lens, 64, secs)?,
-                None => f64::NAN,
+                Some(p) if with_raw => raw_seal(p.as_ref(), alg, &text_lens, 64, secs)?,
+                _ => f64::NAN,
             };
             for (dir, frames) in [(Direction::Out, plain.clone()), (Direction::In, esp)] {
                 let wanted = if dir == Direction::Out {

@@ -34,6 +34,9 @@ pub struct SealJob {
     /// Destination for routing: family and address of the packet as it leaves.
     pub route_v4: bool,
     pub route_dst: u128,
+    /// Bytes protected (the inner packet in tunnel mode, the upper layer in transport
+    /// mode), for counters and byte lifetimes.
+    pub payload_len: u32,
 }
 
 /// Appends padding, pad length and next header after the first `payload_end` bytes, and
@@ -155,6 +158,7 @@ pub fn encapsulate(
                 udp_v6_checksum_at,
                 route_v4,
                 route_dst,
+                payload_len: inner_len as u32,
             })
         }
         Mode::Transport => {
@@ -212,6 +216,7 @@ pub fn encapsulate(
                 udp_v6_checksum_at,
                 route_v4: info.key.v4,
                 route_dst: info.key.dst,
+                payload_len: (info.total_len - hdr_len) as u32,
             })
         }
     }

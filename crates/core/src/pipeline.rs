@@ -1,7 +1,8 @@
 //! The data-plane pipeline, run to completion on bursts of packets.
 //!
-//! Outbound: parse -> SPD -> (per run of packets of one SA: sequence numbers, ESP
-//! encapsulation, one burst crypto call) -> route -> Ethernet header.
+//! Outbound: parse -> SPD -> sequence number (from a block reserved once per SA and
+//! burst) and ESP encapsulation -> (per run of packets of one SA: one burst crypto call)
+//! -> route -> Ethernet header.
 //!
 //! Inbound: parse -> ESP? SA by SPI -> (per run of one SA: replay pre-check, one burst
 //! crypto call that authenticates and decrypts, replay window update) -> trailer and
@@ -38,21 +39,11 @@ enum Slot {
     /// Verdict already set.
     Done,
     /// Ready for routing on this destination.
-    Route {
-        v4: bool,
-        dst: u128,
-    },
-    /// To be protected by SA `sa`.
-    Seal {
-        sa: u32,
-        info: IpInfo,
-    },
-    Sealed(SealJob),
+    Route { v4: bool, dst: u128 },
+    /// Encapsulated for SA `sa`; encryption pending.
+    Sealed { sa: u32, job: SealJob },
     /// ESP for SA `job.sa`, with its full sequence number once inferred.
-    Open {
-        job: OpenJob,
-        seq: u64,
-    },
+    Open { job: OpenJob, seq: u64 },
 }
 
 /// One worker's pipeline over a table snapshot.
@@ -66,6 +57,18 @@ pub struct Pipeline {
     spd_cache: Option<(Direction, FlowKey, Option<SpdAction>)>,
     /// The last destination routed in this burst: ESP packets of one SA share it.
     route_cache: Option<(bool, u128, Option<NextHop>)>,
+    /// Sequence numbers reserved in this burst, per outbound SA.
+    seq_blocks: Vec<SeqBlock>,
+}
+
+/// Sequence numbers one burst reserved for one SA: `next..end` are still free. Reserving
+/// once per SA and burst keeps the shared atomic counter off the per-packet path.
+struct SeqBlock {
+    sa: u32,
+    next: u64,
+    end: u64,
+    /// Why packets beyond the block are refused.
+    empty: DropReason,
 }
 
 impl Pipeline {
@@ -77,6 +80,7 @@ impl Pipeline {
             oks: Vec::new(),
             spd_cache: None,
             route_cache: None,
+            seq_blocks: Vec::new(),
         }
     }
 
@@ -102,7 +106,8 @@ impl Pipeline {
         // Caches live for one burst only: the next one may see new tables.
         self.spd_cache = None;
         self.route_cache = None;
-        for p in pkts.iter_mut() {
+        let n = pkts.len();
+        for (i, p) in pkts.iter_mut().enumerate() {
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += p.len() as u64;
             let slot = match ingress(p) {
@@ -111,17 +116,21 @@ impl Pipeline {
                     Slot::Done
                 }
                 Ok(info) => match dir {
-                    Direction::Out => self.classify_out(&t, p, info),
+                    Direction::Out => self.classify_out(&t, p, info, (n - i) as u64),
                     Direction::In => self.classify_in(&t, p, info),
                 },
             };
             self.slots.push(slot);
         }
-        let n = pkts.len();
+        // Numbers reserved for packets that did not come go back to the SA if nobody
+        // reserved after us (otherwise they are a gap, never reused).
+        for b in self.seq_blocks.drain(..) {
+            t.sas[b.sa as usize].give_back_seq(b.next, b.end);
+        }
         let mut i = 0;
         while i < n {
             let key = match self.slots[i] {
-                Slot::Seal { sa, .. } => (0, sa),
+                Slot::Sealed { sa, .. } => (0, sa),
                 Slot::Open { job, .. } => (1, job.sa),
                 _ => {
                     i += 1;
@@ -131,7 +140,7 @@ impl Pipeline {
             let mut j = i + 1;
             while j < n
                 && match self.slots[j] {
-                    Slot::Seal { sa, .. } => key == (0, sa),
+                    Slot::Sealed { sa, .. } => key == (0, sa),
                     Slot::Open { job, .. } => key == (1, job.sa),
                     _ => false,
                 }
@@ -139,7 +148,7 @@ impl Pipeline {
                 j += 1;
             }
             if key.0 == 0 {
-                self.seal_run(&t, key.1, &mut pkts[i..j], i);
+                self.crypt_run(&t, key.1, &mut pkts[i..j], i);
             } else {
                 self.open_run(&t, key.1, &mut pkts[i..j], i);
             }
@@ -167,7 +176,7 @@ impl Pipeline {
         a
     }
 
-    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
+    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo, remaining: u64) -> Slot {
         match self.spd_lookup(t, Direction::Out, &info.key) {
             None => {
                 self.drop_pkt(p, DropReason::NoPolicy);
@@ -185,7 +194,7 @@ impl Pipeline {
                     dst: info.key.dst,
                 }
             }
-            Some(SpdAction::Protect(sa)) => Slot::Seal { sa, info },
+            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, p, &info, remaining),
         }
     }
 
@@ -224,52 +233,82 @@ impl Pipeline {
         }
     }
 
-    /// Encrypts a run of packets that all use SA `sa_idx`; `base` is the run's index in
-    /// the burst.
-    fn seal_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
-        let sa = &t.sas[sa_idx as usize];
-        let n = pkts.len() as u64;
-        let allowed = sa.lifetime_allowance(n);
-        let (first, granted) = if allowed > 0 {
-            sa.reserve_seq(allowed)
-        } else {
-            (0, 0)
-        };
-        let mut bytes = 0u64;
-        let mut sealed = 0u64;
-        for (k, p) in pkts.iter_mut().enumerate() {
-            let slot = &mut self.slots[base + k];
-            let Slot::Seal { info, .. } = *slot else {
-                continue;
-            };
-            let k = k as u64;
-            let res = if k >= granted {
-                Err(if k >= allowed {
-                    DropReason::LifetimeExpired
+    /// The next sequence number of SA `sa_idx` in this burst, reserving a block for the
+    /// `remaining` packets of the burst on first use.
+    fn next_seq(&mut self, t: &Tables, sa_idx: u32, remaining: u64) -> Result<u64, DropReason> {
+        let b = match self.seq_blocks.iter().position(|b| b.sa == sa_idx) {
+            Some(b) => b,
+            None => {
+                let sa = &t.sas[sa_idx as usize];
+                let allowed = sa.lifetime_allowance(remaining);
+                let (first, granted) = if allowed > 0 {
+                    sa.reserve_seq(allowed)
                 } else {
+                    (0, 0)
+                };
+                let empty = if granted < allowed {
                     DropReason::SeqExhausted
-                })
-            } else {
-                esp_out::encapsulate(p, sa, first + k, &info)
-            };
-            match res {
-                Ok(job) => {
-                    *slot = Slot::Sealed(job);
-                    bytes += info.total_len as u64;
-                    sealed += 1;
-                }
-                Err(r) => {
-                    *slot = Slot::Done;
-                    sa.state.counters.drop(r, 1);
-                    p.verdict = Verdict::Drop(r);
-                    self.counters.drop(r);
-                }
+                } else {
+                    DropReason::LifetimeExpired
+                };
+                self.seq_blocks.push(SeqBlock {
+                    sa: sa_idx,
+                    next: first,
+                    end: first + granted,
+                    empty,
+                });
+                self.seq_blocks.len() - 1
+            }
+        };
+        let b = &mut self.seq_blocks[b];
+        if b.next < b.end {
+            b.next += 1;
+            Ok(b.next - 1)
+        } else {
+            Err(b.empty)
+        }
+    }
+
+    /// Gives a packet of SA `sa_idx` its sequence number and ESP encapsulation.
+    fn encapsulate(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        p: &mut Packet,
+        info: &IpInfo,
+        remaining: u64,
+    ) -> Slot {
+        let sa = &t.sas[sa_idx as usize];
+        let res = self.next_seq(t, sa_idx, remaining).and_then(|seq| {
+            if seq == sa.max_seq() {
+                // The last number there is: the SA is finished after this packet.
+                sa.state
+                    .exhausted
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            esp_out::encapsulate(p, sa, seq, info)
+        });
+        match res {
+            Ok(job) => Slot::Sealed { sa: sa_idx, job },
+            Err(r) => {
+                sa.state.counters.drop(r, 1);
+                self.drop_pkt(p, r);
+                Slot::Done
             }
         }
+    }
+
+    /// Encrypts a run of encapsulated packets that all use SA `sa_idx`; `base` is the
+    /// run's index in the burst.
+    fn crypt_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
+        let sa = &t.sas[sa_idx as usize];
+        let sealed = pkts.len() as u64;
+        let mut bytes = 0u64;
         let icv = sa.icv_len;
         let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(sealed as usize);
         for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Sealed(job) = self.slots[base + k] {
+            if let Slot::Sealed { job, .. } = self.slots[base + k] {
+                bytes += u64::from(job.payload_len);
                 let d = p.data_mut();
                 ops.push(AeadOp {
                     nonce: job.nonce,
@@ -282,7 +321,7 @@ impl Pipeline {
         sa.key.seal_burst(&mut ops);
         drop(ops);
         for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Sealed(job) = self.slots[base + k] {
+            if let Slot::Sealed { job, .. } = self.slots[base + k] {
                 esp_out::finish(p, &job);
                 self.slots[base + k] = Slot::Route {
                     v4: job.route_v4,

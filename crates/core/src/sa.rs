@@ -92,14 +92,23 @@ impl Sa {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
-                    if cur + take == max {
-                        self.state.exhausted.store(true, Ordering::Relaxed);
-                    }
-                    return (cur + 1, take);
-                }
+                Ok(_) => return (cur + 1, take),
                 Err(now) => cur = now,
             }
+        }
+    }
+
+    /// Returns the unused numbers `next..end` of a reservation, if no later reservation
+    /// was made (the counter still stands at `end - 1`). Otherwise they stay unused: a gap,
+    /// never a reuse.
+    pub fn give_back_seq(&self, next: u64, end: u64) {
+        if next < end {
+            let _ = self.state.last_seq.compare_exchange(
+                end - 1,
+                next - 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -119,8 +128,10 @@ impl Sa {
         match l.hard_packets {
             Some(h) => {
                 let left = h.saturating_sub(pk);
-                if left <= want {
-                    // This burst uses up what is left: the SA is finished after it.
+                // `want` is an upper bound (a burst may hold fewer packets of this SA), so
+                // expiry is marked only once nothing is left; `note_usage` marks it
+                // exactly from the counted totals.
+                if left == 0 {
                     self.state.hard_expired.store(true, Ordering::Relaxed);
                 }
                 left.min(want)

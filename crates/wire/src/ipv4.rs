@@ -99,7 +99,20 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
     }
     pub fn verify_checksum(&self) -> bool {
-        checksum::checksum(&self.b()[..self.header_len()]) == 0
+        let h = &self.b()[..self.header_len()];
+        // The common 20-byte header as five 32-bit words: a third of the generic loop's
+        // instructions on the per-packet path.
+        if let Ok(w) = <&[u8; MIN_HEADER_LEN]>::try_from(h) {
+            let word =
+                |i: usize| u64::from(u32::from_be_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]));
+            let mut s = word(0) + word(4) + word(8) + word(12) + word(16);
+            s = (s & 0xffff_ffff) + (s >> 32);
+            s = (s & 0xffff) + (s >> 16);
+            s = (s & 0xffff) + (s >> 16);
+            s = (s & 0xffff) + (s >> 16);
+            return s == 0xffff;
+        }
+        checksum::checksum(h) == 0
     }
     /// The whole packet, up to the total length.
     pub fn packet(&self) -> &[u8] {
@@ -231,6 +244,26 @@ mod tests {
         let mut out = [0u8; 20];
         r.emit(&mut out).unwrap();
         assert_eq!(out, HDR);
+    }
+
+    #[test]
+    fn fast_checksum_path_agrees_with_the_generic_one() {
+        let mut pkt = HDR.to_vec();
+        pkt.resize(84, 0);
+        for i in 0..20 {
+            for bit in 0..8 {
+                let mut p = pkt.clone();
+                p[i] ^= 1 << bit;
+                if let Ok(v) = Ipv4Packet::new_checked(&p[..]) {
+                    assert_eq!(
+                        v.verify_checksum(),
+                        checksum::checksum(&p[..20]) == 0,
+                        "byte {i} bit {bit}"
+                    );
+                }
+            }
+        }
+        assert!(Ipv4Packet::new_checked(&pkt[..]).unwrap().verify_checksum());
     }
 
     #[test]

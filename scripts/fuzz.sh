@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../fuzz"
 secs=${1:-20}
 export RUSTC_BOOTSTRAP=1
 targets=$(cargo fuzz list)
-cargo fuzz build -O $targets >/dev/null 2>&1 || cargo fuzz build -O
+cargo fuzz build -O
 for t in $targets; do
   mkdir -p "corpus/$t"
   echo "fuzz: $t for ${secs}s"

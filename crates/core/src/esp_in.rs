@@ -125,13 +125,7 @@ pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReaso
         .ok_or(DropReason::Truncated)?;
     let mut iv = [0u8; 8];
     iv.copy_from_slice(&esp[8..16]);
-    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
-    let mut ops = [espgw_crypto::AeadOp {
-        nonce,
-        aad,
-        aad_len,
-        buf: &mut esp[ESP_HDR_IV..],
-    }];
+    let mut ops = [sa.aead_op(seq, iv, &mut esp[ESP_HDR_IV..])];
     let mut ok = [false];
     sa.key.open_burst(&mut ops, &mut ok);
     if ok[0] {

@@ -249,13 +249,7 @@ pub fn seal_packet(sa: &Sa, seq: u64, iv: [u8; 8], esp: &mut [u8]) -> Result<(),
     }
     let _ = esp::emit_header(esp, sa.spi, seq as u32);
     esp[8..16].copy_from_slice(&iv);
-    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, iv);
-    let mut ops = [espgw_crypto::AeadOp {
-        nonce,
-        aad,
-        aad_len,
-        buf: &mut esp[ESP_HDR_IV..],
-    }];
+    let mut ops = [sa.aead_op(seq, iv, &mut esp[ESP_HDR_IV..])];
     sa.key.seal_burst(&mut ops);
     Ok(())
 }

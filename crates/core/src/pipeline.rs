@@ -186,15 +186,18 @@ impl Pipeline {
                 self.drop_pkt(p, DropReason::PolicyDiscard);
                 Slot::Done
             }
-            Some(SpdAction::Bypass) => {
-                self.counters.bypassed += 1;
-                p.truncate(info.total_len);
-                Slot::Route {
-                    v4: info.key.v4,
-                    dst: info.key.dst,
-                }
-            }
+            Some(SpdAction::Bypass) => self.bypass(p, &info),
             Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, p, &info, remaining),
+        }
+    }
+
+    /// A packet a policy lets through in the clear.
+    fn bypass(&mut self, p: &mut Packet, info: &IpInfo) -> Slot {
+        self.counters.bypassed += 1;
+        p.truncate(info.total_len);
+        Slot::Route {
+            v4: info.key.v4,
+            dst: info.key.dst,
         }
     }
 
@@ -202,14 +205,7 @@ impl Pipeline {
         match esp_in::classify(p, &info, t) {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
-                Some(SpdAction::Bypass) => {
-                    self.counters.bypassed += 1;
-                    p.truncate(info.total_len);
-                    Slot::Route {
-                        v4: info.key.v4,
-                        dst: info.key.dst,
-                    }
-                }
+                Some(SpdAction::Bypass) => self.bypass(p, &info),
                 Some(SpdAction::Protect(_)) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
                     Slot::Done
@@ -369,14 +365,9 @@ impl Pipeline {
         let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Open { job, seq } = self.slots[base + k] {
-                let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, esp_in::iv(p, &job));
-                let d = p.data_mut();
-                ops.push(AeadOp {
-                    nonce,
-                    aad,
-                    aad_len,
-                    buf: &mut d[job.text_off..job.text_off + job.text_len + icv],
-                });
+                let iv = esp_in::iv(p, &job);
+                let buf = &mut p.data_mut()[job.text_off..job.text_off + job.text_len + icv];
+                ops.push(sa.aead_op(seq, iv, buf));
             }
         }
         self.oks.clear();

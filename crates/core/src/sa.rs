@@ -172,6 +172,22 @@ impl Sa {
         (nonce, aad, aad_len)
     }
 
+    /// The AEAD operation of one packet: `buf` is the text followed by the ICV.
+    pub fn aead_op<'a>(
+        &self,
+        seq: u64,
+        iv: [u8; 8],
+        buf: &'a mut [u8],
+    ) -> espgw_crypto::AeadOp<'a> {
+        let (nonce, aad, aad_len) = self.nonce_and_aad(seq, iv);
+        espgw_crypto::AeadOp {
+            nonce,
+            aad,
+            aad_len,
+            buf,
+        }
+    }
+
     /// Tunnel endpoints as numbers, if tunnel mode: (v4, local, remote).
     pub fn tunnel(&self) -> Option<(bool, IpAddr, IpAddr)> {
         match self.mode {

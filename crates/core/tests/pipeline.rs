@@ -193,6 +193,14 @@ fn frame(v4: bool, l4: u8, payload: &[u8], host: u8, tos: u8) -> Vec<u8> {
     f
 }
 
+/// Recomputes the IPv4 header checksum of an Ethernet frame after a test changed it.
+fn fix_ipv4_checksum(f: &mut [u8]) {
+    f[24] = 0;
+    f[25] = 0;
+    let c = checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
 fn fix_l4(l4: &mut [u8], p: u8, sum: u32) {
     let at = if p == proto::TCP {
         16
@@ -394,10 +402,7 @@ fn truncated_packets_are_dropped() {
     // Keep the IP length honest so the ESP layer sees the truncation.
     let tl = (short.len() - 14) as u16;
     short[16..18].copy_from_slice(&tl.to_be_bytes());
-    short[24] = 0;
-    short[25] = 0;
-    let c = checksum::checksum(&short[14..34]);
-    short[24..26].copy_from_slice(&c.to_be_bytes());
+    fix_ipv4_checksum(&mut short);
     expect_drop(&pr, &[short], DropReason::Truncated, true);
     // A frame cut below its IP length is malformed.
     expect_drop(
@@ -423,10 +428,7 @@ fn bad_padding_is_dropped_after_authentication() {
     f.extend_from_slice(&esp);
     let tl = (f.len() - 14) as u16;
     f[16..18].copy_from_slice(&tl.to_be_bytes());
-    f[24] = 0;
-    f[25] = 0;
-    let c = checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+    fix_ipv4_checksum(&mut f);
     expect_drop(&pr, &[f], DropReason::BadPadding, true);
 }
 
@@ -469,10 +471,7 @@ fn inner_packet_outside_the_selectors_is_dropped() {
     };
     let mut f = frame(true, 0, &[3; 30], 10, 0);
     f[14 + 12] = 192; // source 192.51.100.10: outside the inbound selector
-    f[24] = 0;
-    f[25] = 0;
-    let c = checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+    fix_ipv4_checksum(&mut f);
     let esp = forwarded(&run(&pr.tx, Direction::Out, &[f]).0);
     assert_eq!(esp.len(), 1);
     expect_drop(&pr, &esp, DropReason::PolicyMismatch, true);
@@ -604,10 +603,7 @@ fn ecn_is_copied_out_and_combined_in() {
     );
     let mut ce = esp.clone();
     ce[15] |= 3;
-    ce[24] = 0;
-    ce[25] = 0;
-    let c = checksum::checksum(&ce[14..34]);
-    ce[24..26].copy_from_slice(&c.to_be_bytes());
+    fix_ipv4_checksum(&mut ce);
     let back = forwarded(&run(&pr.rx, Direction::In, &[ce]).0).remove(0);
     assert_eq!(back[15] & 3, 3);
     assert!(ipv4::Ipv4Packet::new_checked(&back[14..])
@@ -651,14 +647,36 @@ fn sequence_numbers_stay_consecutive_across_bursts_of_mixed_traffic() {
     // Each burst reserves numbers for all its packets and returns those it did not use,
     // so on one worker the numbers on the wire have no gaps.
     let p = default_provider();
-    let t = tables(&gateway(Direction::Out, M::Tunnel4, &[7; 16], false, false, 16, |_| {}), p.as_ref());
+    let t = tables(
+        &gateway(
+            Direction::Out,
+            M::Tunnel4,
+            &[7; 16],
+            false,
+            false,
+            16,
+            |_| {},
+        ),
+        p.as_ref(),
+    );
     let protected = frame(true, 0, &[1; 20], 10, 0);
     let mut arp = protected.clone();
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     let mut seqs = Vec::new();
-    for burst in [vec![protected.clone(), arp.clone(), arp.clone(), protected.clone()], vec![arp.clone(), protected.clone()]] {
+    for burst in [
+        vec![
+            protected.clone(),
+            arp.clone(),
+            arp.clone(),
+            protected.clone(),
+        ],
+        vec![arp.clone(), protected.clone()],
+    ] {
         let out = forwarded(&run(&t, Direction::Out, &burst).0);
-        seqs.extend(out.iter().map(|f| u32::from_be_bytes(f[ESP_AT + 4..ESP_AT + 8].try_into().unwrap())));
+        seqs.extend(
+            out.iter()
+                .map(|f| u32::from_be_bytes(f[ESP_AT + 4..ESP_AT + 8].try_into().unwrap())),
+        );
     }
     assert_eq!(seqs, vec![1, 2, 3]);
     assert_eq!(t.sas[0].state.last_seq(), 3);

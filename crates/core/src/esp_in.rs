@@ -42,7 +42,7 @@ pub enum Classified {
 }
 
 /// Looks at an inbound IP packet: ESP (or ESP-in-UDP) is matched to its SA by SPI.
-#[inline]
+#[inline(always)]
 pub fn classify(
     pkt: &Packet,
     info: &IpInfo,

@@ -23,9 +23,10 @@ pub const ESP_HDR_IV: usize = esp::HEADER_LEN + 8;
 /// What the crypto call needs for one packet, and what to fix afterwards.
 #[derive(Debug, Clone, Copy)]
 pub struct SealJob {
-    pub nonce: [u8; 12],
-    pub aad: [u8; 12],
-    pub aad_len: u8,
+    /// The packet's sequence number (its explicit IV too); nonce and AAD are derived
+    /// from it at encryption time rather than carried here, since a 12-byte array built
+    /// from two stores and copied with 8-byte loads stalls store forwarding.
+    pub seq: u64,
     /// Offset of the text to encrypt inside the packet, and its length without the ICV.
     pub text_off: usize,
     pub text_len: usize,
@@ -71,7 +72,7 @@ fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
 /// Encapsulates the IP packet in `pkt` (which starts at its IP header; `info` describes
 /// it) for `sa` with sequence number `seq`. The text is left in plaintext for the burst
 /// crypto call.
-#[inline]
+#[inline(always)]
 pub fn encapsulate(
     pkt: &mut Packet,
     sa: &Sa,
@@ -79,7 +80,6 @@ pub fn encapsulate(
     info: &IpInfo,
 ) -> Result<SealJob, DropReason> {
     pkt.truncate(info.total_len);
-    let (nonce, aad, aad_len) = sa.nonce_and_aad(seq, seq.to_be_bytes());
     let icv = sa.icv_len;
     let udp_len = if sa.udp.is_some() { udp::HEADER_LEN } else { 0 };
     match sa.mode {
@@ -150,9 +150,7 @@ pub fn encapsulate(
                 _ => return Err(DropReason::SaMismatch),
             };
             Ok(SealJob {
-                nonce,
-                aad,
-                aad_len,
+                seq,
                 text_off: front,
                 text_len,
                 udp_v6_checksum_at,
@@ -208,9 +206,7 @@ pub fn encapsulate(
                 d[4..6].copy_from_slice(&plen.to_be_bytes());
             }
             Ok(SealJob {
-                nonce,
-                aad,
-                aad_len,
+                seq,
                 text_off: hdr_len + gap,
                 text_len,
                 udp_v6_checksum_at,

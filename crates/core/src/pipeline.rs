@@ -13,9 +13,10 @@
 //! tables hot and hands the crypto library many packets per call. Nothing here allocates
 //! per packet; the only per-burst allocation is the list of crypto operations.
 //!
-//! The per-packet helpers it calls (`parse_ip`, `encapsulate`, ...) are `#[inline]`: they
-//! return structs that, passed through memory, cost store-forwarding stalls larger than
-//! their own work (measured with perf on `bench dataplane`).
+//! The per-packet helpers that return parsed headers or jobs (`ingress`, `parse_ip`,
+//! `esp_in::classify`, `esp_out::encapsulate`) are `#[inline(always)]`: returned through
+//! memory, their results cost store-forwarding stalls larger than their own work. Forcing
+//! `parse_ip` inline alone took 64-byte inbound from 6.5 to 8.8 Mpps (`bench dataplane`).
 
 use std::sync::Arc;
 
@@ -306,12 +307,8 @@ impl Pipeline {
             if let Slot::Sealed { job, .. } = self.slots[base + k] {
                 bytes += u64::from(job.payload_len);
                 let d = p.data_mut();
-                ops.push(AeadOp {
-                    nonce: job.nonce,
-                    aad: job.aad,
-                    aad_len: job.aad_len,
-                    buf: &mut d[job.text_off..job.text_off + job.text_len + icv],
-                });
+                let buf = &mut d[job.text_off..job.text_off + job.text_len + icv];
+                ops.push(sa.aead_op(job.seq, job.seq.to_be_bytes(), buf));
             }
         }
         sa.key.seal_burst(&mut ops);
@@ -473,6 +470,7 @@ impl Pipeline {
 }
 
 /// Strips the Ethernet header (and VLAN tag) and parses the IP header.
+#[inline(always)]
 fn ingress(p: &mut Packet) -> Result<IpInfo, DropReason> {
     let (hl, et) = {
         let e = EthernetFrame::new_checked(p.data()).map_err(|_| DropReason::Malformed)?;

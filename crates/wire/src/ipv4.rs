@@ -98,6 +98,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         let b = self.b();
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
     }
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         let h = &self.b()[..self.header_len()];
         // The common 20-byte header as five 32-bit words: a third of the generic loop's

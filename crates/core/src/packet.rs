@@ -63,6 +63,20 @@ impl Packet {
         Ok(())
     }
 
+    /// Loads a frame given in two pieces (a synthetic header and a captured body).
+    pub fn load_parts(&mut self, head: &[u8], body: &[u8]) -> Result<(), DropReason> {
+        let len = head.len() + body.len();
+        if len > MAX_FRAME {
+            return Err(DropReason::TooBig);
+        }
+        self.start = HEADROOM;
+        self.end = HEADROOM + len;
+        self.buf[HEADROOM..HEADROOM + head.len()].copy_from_slice(head);
+        self.buf[HEADROOM + head.len()..self.end].copy_from_slice(body);
+        self.verdict = Verdict::Pending;
+        Ok(())
+    }
+
     pub fn data(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }

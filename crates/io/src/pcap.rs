@@ -147,12 +147,9 @@ impl<R: Read> PcapReader<R> {
                     Some(6) => ETHERTYPE_IPV6,
                     _ => ETHERTYPE_IPV4,
                 };
-                let mut frame = [0u8; 14];
-                let _ = ethernet::emit(&mut frame, [0; 6], [0; 6], et);
-                let rec = rec.to_vec();
-                let mut full = frame.to_vec();
-                full.extend_from_slice(&rec);
-                p.load(&full)
+                let mut eth = [0u8; ethernet::HEADER_LEN];
+                let _ = ethernet::emit(&mut eth, [0; 6], [0; 6], et);
+                p.load_parts(&eth, rec)
             } else {
                 p.load(rec)
             };

@@ -340,6 +340,11 @@ fn expect_drop(pr: &Pair, frames: &[Vec<u8>], reason: DropReason, on_sa: bool) {
     }
 }
 
+/// The test bed's IPv4 tunnel with a fixed key, with or without ESN.
+fn tunnel4(dir: Direction, esn: bool, tweak: impl FnOnce(&mut SaConfig)) -> Config {
+    gateway(dir, M::Tunnel4, &[7; 16], esn, false, 16, tweak)
+}
+
 fn tunnel_pair() -> Pair {
     pair(
         default_provider().as_ref(),
@@ -436,15 +441,7 @@ fn bad_padding_is_dropped_after_authentication() {
 fn inner_packet_outside_the_selectors_is_dropped() {
     // The sender protects everything; the receiver's policy only admits 198.51.100.0/24.
     let p = default_provider();
-    let mut txc = gateway(
-        Direction::Out,
-        M::Tunnel4,
-        &[7; 16],
-        false,
-        false,
-        16,
-        |_| {},
-    );
+    let mut txc = tunnel4(Direction::Out, false, |_| {});
     txc.policies.insert(
         0,
         policy(
@@ -456,18 +453,7 @@ fn inner_packet_outside_the_selectors_is_dropped() {
     );
     let pr = Pair {
         tx: tables(&txc, p.as_ref()),
-        rx: tables(
-            &gateway(
-                Direction::In,
-                M::Tunnel4,
-                &[7; 16],
-                false,
-                false,
-                16,
-                |_| {},
-            ),
-            p.as_ref(),
-        ),
+        rx: tables(&tunnel4(Direction::In, false, |_| {}), p.as_ref()),
     };
     let mut f = frame(true, 0, &[3; 30], 10, 0);
     f[14 + 12] = 192; // source 192.51.100.10: outside the inbound selector
@@ -492,15 +478,7 @@ fn plaintext_that_must_be_protected_is_dropped() {
 fn unknown_spi_is_dropped() {
     let p = default_provider();
     let pr = tunnel_pair();
-    let mut c = gateway(
-        Direction::Out,
-        M::Tunnel4,
-        &[7; 16],
-        false,
-        false,
-        16,
-        |s| s.spi = 0x9999,
-    );
+    let mut c = tunnel4(Direction::Out, false, |s| s.spi = 0x9999);
     c.policies
         .iter_mut()
         .for_each(|p| p.action = Action::Protect(0x9999));
@@ -515,15 +493,9 @@ fn unknown_spi_is_dropped() {
 #[test]
 fn sequence_numbers_never_wrap() {
     let p = default_provider();
-    let c = gateway(
-        Direction::Out,
-        M::Tunnel4,
-        &[7; 16],
-        false,
-        false,
-        16,
-        |s| s.initial_seq = u64::from(u32::MAX) - 2,
-    );
+    let c = tunnel4(Direction::Out, false, |s| {
+        s.initial_seq = u64::from(u32::MAX) - 2
+    });
     let t = tables(&c, p.as_ref());
     let frames: Vec<Vec<u8>> = (0..5).map(|_| frame(true, 0, &[0; 20], 10, 0)).collect();
     let (pkts, pipe) = run(&t, Direction::Out, &frames);
@@ -540,7 +512,7 @@ fn sequence_numbers_never_wrap() {
         .exhausted
         .load(std::sync::atomic::Ordering::Relaxed));
     // With ESN the same SA carries on past 2^32 and the IV is the full 64-bit number.
-    let c = gateway(Direction::Out, M::Tunnel4, &[7; 16], true, false, 16, |s| {
+    let c = tunnel4(Direction::Out, true, |s| {
         s.initial_seq = u64::from(u32::MAX) - 1
     });
     let t = tables(&c, p.as_ref());
@@ -565,18 +537,10 @@ fn sequence_numbers_never_wrap() {
 #[test]
 fn hard_lifetime_stops_the_sa_and_soft_is_reported() {
     let p = default_provider();
-    let c = gateway(
-        Direction::Out,
-        M::Tunnel4,
-        &[7; 16],
-        false,
-        false,
-        16,
-        |s| {
-            s.lifetime.soft_packets = Some(2);
-            s.lifetime.hard_packets = Some(3);
-        },
-    );
+    let c = tunnel4(Direction::Out, false, |s| {
+        s.lifetime.soft_packets = Some(2);
+        s.lifetime.hard_packets = Some(3);
+    });
     let t = tables(&c, p.as_ref());
     let frames: Vec<Vec<u8>> = (0..5).map(|_| frame(true, 0, &[0; 20], 10, 0)).collect();
     let (pkts, pipe) = run(&t, Direction::Out, &frames[..2]);
@@ -614,15 +578,7 @@ fn ecn_is_copied_out_and_combined_in() {
 #[test]
 fn every_output_frame_is_routed_with_the_configured_macs() {
     let p = default_provider();
-    let mut c = gateway(
-        Direction::Out,
-        M::Tunnel4,
-        &[7; 16],
-        false,
-        false,
-        16,
-        |_| {},
-    );
+    let mut c = tunnel4(Direction::Out, false, |_| {});
     c.neighbours.push(NeighbourConfig {
         port: 1,
         ip: None,
@@ -647,18 +603,7 @@ fn sequence_numbers_stay_consecutive_across_bursts_of_mixed_traffic() {
     // Each burst reserves numbers for all its packets and returns those it did not use,
     // so on one worker the numbers on the wire have no gaps.
     let p = default_provider();
-    let t = tables(
-        &gateway(
-            Direction::Out,
-            M::Tunnel4,
-            &[7; 16],
-            false,
-            false,
-            16,
-            |_| {},
-        ),
-        p.as_ref(),
-    );
+    let t = tables(&tunnel4(Direction::Out, false, |_| {}), p.as_ref());
     let protected = frame(true, 0, &[1; 20], 10, 0);
     let mut arp = protected.clone();
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());

@@ -10,9 +10,11 @@ export RUSTC_BOOTSTRAP=1
 targets=$(cargo fuzz list)
 cargo fuzz build -O
 for t in $targets; do
-  mkdir -p "corpus/$t"
+  # regressions/<target> holds inputs that once crashed (committed): libFuzzer runs every
+  # file of every corpus directory first, so an old bug coming back fails at once.
+  mkdir -p "corpus/$t" "regressions/$t"
   echo "fuzz: $t for ${secs}s"
-  cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 2>&1 \
+  cargo fuzz run -O "$t" "corpus/$t" "regressions/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|Done [0-9]+ runs|==[0-9]+==ERROR|SUMMARY)" || true
   if [ -n "$(ls -A artifacts/$t 2>/dev/null)" ]; then
     echo "fuzz: $t found a crash: fuzz/artifacts/$t" >&2

@@ -28,13 +28,24 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
     if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return Err("hex key needs an even, non-zero number of digits".into());
     }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16)
-                .map_err(|_| format!("'{}' is not hex", &hex[i..i + 2]))
+    // Bytes, not string slices: a multi-byte character must be an error, not a panic on a
+    // char boundary (found by the config_secgw fuzz target).
+    hex.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| match (hex_digit(pair[0]), hex_digit(pair[1])) {
+            (Some(h), Some(l)) => Ok((h << 4) | l),
+            _ => Err(format!("'{}' is not hex", String::from_utf8_lossy(pair))),
         })
         .collect()
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
 }
 
 /// `ADDR` or `ADDR/LEN`.
@@ -137,6 +148,10 @@ mod tests {
         assert!(parse_key("0x123").is_err());
         assert!(parse_key("zz").is_err());
         assert!(parse_key("").is_err());
+        // Multi-byte characters are refused, not sliced through (fuzzer find).
+        assert!(parse_key("e000000\u{1ee}\u{1ee}\u{12e}0134").is_err());
+        assert!(parse_key("0x\u{e9}a").is_err());
+        assert!(parse_key("aa:\u{e9}:bb").is_err());
     }
 
     #[test]

@@ -42,11 +42,14 @@ pub enum Classified {
 }
 
 /// Looks at an inbound IP packet: ESP (or ESP-in-UDP) is matched to its SA by SPI.
+/// `spi_cache` remembers the last SPI found (valid for one table snapshot): the packets of
+/// a burst mostly share one SA.
 #[inline(always)]
 pub fn classify(
     pkt: &Packet,
     info: &IpInfo,
     tables: &Tables,
+    spi_cache: &mut Option<(u32, u32)>,
 ) -> Result<Classified, (DropReason, Option<u32>)> {
     let d = pkt.data();
     let k = &info.key;
@@ -71,10 +74,17 @@ pub fn classify(
     }
     let e = esp::EspPacket::new_checked(d.get(esp_off..info.total_len).unwrap_or(&[]))
         .map_err(|_| (DropReason::Truncated, None))?;
-    let sa_idx = *tables
-        .sa_in_by_spi
-        .get(&e.spi())
-        .ok_or((DropReason::NoSa, None))?;
+    let sa_idx = match *spi_cache {
+        Some((spi, idx)) if spi == e.spi() => idx,
+        _ => {
+            let idx = *tables
+                .sa_in_by_spi
+                .get(&e.spi())
+                .ok_or((DropReason::NoSa, None))?;
+            *spi_cache = Some((e.spi(), idx));
+            idx
+        }
+    };
     let sa = &tables.sas[sa_idx as usize];
     let body = info.total_len - esp_off - esp::HEADER_LEN;
     let min = 8 + esp::TRAILER_LEN + sa.icv_len;

@@ -60,6 +60,8 @@ pub struct Pipeline {
     route_cache: Option<(bool, u128, Option<NextHop>)>,
     /// Sequence numbers reserved in this burst, per outbound SA.
     seq_blocks: Vec<SeqBlock>,
+    /// The last inbound SPI and its SA index in this burst.
+    spi_cache: Option<(u32, u32)>,
 }
 
 /// Sequence numbers one burst reserved for one SA: `next..end` are still free. Reserving
@@ -82,6 +84,7 @@ impl Pipeline {
             spd_cache: None,
             route_cache: None,
             seq_blocks: Vec::new(),
+            spi_cache: None,
         }
     }
 
@@ -107,6 +110,7 @@ impl Pipeline {
         // Caches live for one burst only: the next one may see new tables.
         self.spd_cache = None;
         self.route_cache = None;
+        self.spi_cache = None;
         let n = pkts.len();
         for (i, p) in pkts.iter_mut().enumerate() {
             self.counters.rx_packets += 1;
@@ -204,7 +208,7 @@ impl Pipeline {
     }
 
     fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
-        match esp_in::classify(p, &info, t) {
+        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),

@@ -87,13 +87,13 @@ pub fn parse_u32(s: &str) -> Result<u32, String> {
     u32::try_from(v).map_err(|_| format!("{s} does not fit in 32 bits"))
 }
 
-/// `LO:HI`, `LO-HI` or a single value.
-pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
+/// `LO:HI`, `LO-HI` or a single value; `what` names a value in errors.
+fn parse_range<T: std::str::FromStr + PartialOrd + Copy>(
+    s: &str,
+    what: &str,
+) -> Result<Range<T>, String> {
     let (lo, hi) = split_range(s);
-    let p = |x: &str| {
-        x.parse::<u16>()
-            .map_err(|_| format!("'{x}' is not a port (0..=65535)"))
-    };
+    let p = |x: &str| x.parse::<T>().map_err(|_| format!("'{x}' is not {what}"));
     let r = Range::new(p(lo)?, p(hi)?);
     if r.lo > r.hi {
         return Err(format!("range {s} has its low end above its high end"));
@@ -101,17 +101,12 @@ pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
     Ok(r)
 }
 
+pub fn parse_range_u16(s: &str) -> Result<Range<u16>, String> {
+    parse_range(s, "a port (0..=65535)")
+}
+
 pub fn parse_range_u8(s: &str) -> Result<Range<u8>, String> {
-    let (lo, hi) = split_range(s);
-    let p = |x: &str| {
-        x.parse::<u8>()
-            .map_err(|_| format!("'{x}' is not a protocol number (0..=255)"))
-    };
-    let r = Range::new(p(lo)?, p(hi)?);
-    if r.lo > r.hi {
-        return Err(format!("range {s} has its low end above its high end"));
-    }
-    Ok(r)
+    parse_range(s, "a protocol number (0..=255)")
 }
 
 fn split_range(s: &str) -> (&str, &str) {

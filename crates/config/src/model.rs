@@ -246,6 +246,8 @@ pub struct PolicyConfig {
 pub struct RouteConfig {
     pub dst: Prefix,
     pub port: usize,
+    /// Next-hop router; `None` means the destination is on the port's link.
+    pub via: Option<IpAddr>,
     pub loc: Location,
 }
 
@@ -259,15 +261,45 @@ pub struct NeighbourConfig {
     pub loc: Location,
 }
 
+/// Which side of the gateway a port faces: plaintext arriving on a protected port is
+/// classified by the outbound SPD; anything arriving on an unprotected port by the inbound
+/// SPD (and ESP is decrypted there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortRole {
+    Protected,
+    Unprotected,
+}
+
+impl PortRole {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PortRole::Protected => "protected",
+            PortRole::Unprotected => "unprotected",
+        }
+    }
+}
+
 /// A gateway port.
 #[derive(Debug, Clone)]
 pub struct PortConfig {
     pub name: String,
     pub mac: MacAddr,
-    /// Linux interface to bind (used by the live gateway).
+    /// Linux interface to bind (used by the live gateway); the port name when absent.
     pub interface: Option<String>,
     pub addresses: Vec<Prefix>,
+    /// `None`: port 0 and ports named "south" are protected, the rest unprotected
+    /// (ipsec-secgw's `-u` mask and `--unprotected` override it).
+    pub role: Option<PortRole>,
+    /// IP MTU; the live gateway reads it from the interface. `None`: not enforced.
+    pub mtu: Option<u16>,
     pub loc: Location,
+}
+
+impl PortConfig {
+    /// The interface this port binds.
+    pub fn interface_name(&self) -> &str {
+        self.interface.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// The whole configuration.
@@ -280,10 +312,17 @@ pub struct Config {
     pub neighbours: Vec<NeighbourConfig>,
     /// Packets per burst through the pipeline.
     pub burst: usize,
+    /// Worker threads of the live gateway (`None`: one, or `--workers`).
+    pub workers: Option<usize>,
 }
 
 pub const DEFAULT_BURST: usize = 64;
 pub const MAX_BURST: usize = 256;
+pub const MAX_WORKERS: usize = 64;
+/// IPv6's minimum link MTU; the smallest port MTU accepted.
+pub const MIN_MTU: u16 = 1280;
+/// The largest port MTU a packet buffer can carry.
+pub const MAX_MTU: u16 = 2048;
 
 /// The MAC address given to port `i` when the configuration names none (locally
 /// administered, so it never collides with a real NIC's).
@@ -298,6 +337,8 @@ pub fn implied_port(i: usize) -> PortConfig {
         mac: default_port_mac(i),
         interface: None,
         addresses: Vec::new(),
+        role: None,
+        mtu: None,
         loc: Location::default(),
     }
 }
@@ -305,6 +346,17 @@ pub fn implied_port(i: usize) -> PortConfig {
 impl Config {
     pub fn sa(&self, dir: Direction, spi: u32) -> Option<&SaConfig> {
         self.sas.iter().find(|s| s.direction == dir && s.spi == spi)
+    }
+
+    /// The role of port `i`: as configured, else port 0 and "south" are protected.
+    pub fn port_role(&self, i: usize) -> PortRole {
+        match self.ports.get(i) {
+            Some(PortConfig { role: Some(r), .. }) => *r,
+            Some(p) if p.name == "south" => PortRole::Protected,
+            Some(p) if p.name == "north" => PortRole::Unprotected,
+            _ if i == 0 => PortRole::Protected,
+            _ => PortRole::Unprotected,
+        }
     }
 
     /// Adds implied ports up to `n` (for formats that name ports by number).
@@ -380,6 +432,23 @@ impl Config {
                 return Err(r
                     .loc
                     .error("port", format!("port {} does not exist", r.port)));
+            }
+        }
+        for r in &self.routes {
+            if let Some(v) = r.via {
+                if v.is_ipv4() != r.dst.is_ipv4() {
+                    return Err(r.loc.error("via", "next hop of a different family"));
+                }
+            }
+        }
+        if let Some(w) = self.workers {
+            if !(1..=MAX_WORKERS).contains(&w) {
+                return Err(ConfigError::new(
+                    "",
+                    0,
+                    "workers",
+                    format!("must be 1..={MAX_WORKERS}"),
+                ));
             }
         }
         for n in &self.neighbours {

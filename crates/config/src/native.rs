@@ -20,6 +20,7 @@ use crate::ConfigError;
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     burst: Option<Spanned<i64>>,
+    workers: Option<Spanned<i64>>,
     #[serde(default)]
     port: Vec<Spanned<RawPort>>,
     #[serde(default)]
@@ -40,6 +41,8 @@ struct RawPort {
     interface: Option<String>,
     #[serde(default)]
     addresses: Vec<Spanned<String>>,
+    role: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -108,6 +111,7 @@ struct RawPolicy {
 struct RawRoute {
     dst: Spanned<String>,
     port: Spanned<StrOrInt>,
+    via: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -174,6 +178,14 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             .filter(|&b| (1..=MAX_BURST).contains(&b))
             .ok_or_else(|| lines.err(b, "burst", format!("must be 1..={MAX_BURST}")))?;
     }
+    if let Some(w) = &raw.workers {
+        cfg.workers = Some(
+            usize::try_from(*w.get_ref())
+                .ok()
+                .filter(|&w| (1..=MAX_WORKERS).contains(&w))
+                .ok_or_else(|| lines.err(w, "workers", format!("must be 1..={MAX_WORKERS}")))?,
+        );
+    }
     for (i, p) in raw.port.iter().enumerate() {
         let loc = lines.loc(p);
         let p = p.get_ref();
@@ -194,11 +206,36 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                 format!("duplicate port '{}'", p.name.get_ref()),
             ));
         }
+        let role = match &p.role {
+            None => None,
+            Some(r) => Some(match r.get_ref().as_str() {
+                "protected" => PortRole::Protected,
+                "unprotected" => PortRole::Unprotected,
+                o => {
+                    return Err(lines.err(
+                        r,
+                        "role",
+                        format!("'{o}' is not protected or unprotected"),
+                    ))
+                }
+            }),
+        };
+        let mtu = match &p.mtu {
+            None => None,
+            Some(m) => Some(
+                u16::try_from(*m.get_ref())
+                    .ok()
+                    .filter(|&m| (MIN_MTU..=MAX_MTU).contains(&m))
+                    .ok_or_else(|| lines.err(m, "mtu", format!("must be {MIN_MTU}..={MAX_MTU}")))?,
+            ),
+        };
         cfg.ports.push(PortConfig {
             name: p.name.get_ref().clone(),
             mac,
             interface: p.interface.clone(),
             addresses,
+            role,
+            mtu,
             loc,
         });
     }
@@ -214,7 +251,16 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let r = r.get_ref();
         let dst = parse_prefix(r.dst.get_ref()).map_err(|m| lines.err(&r.dst, "dst", m))?;
         let port = port_index(&lines, &r.port, &mut cfg)?;
-        cfg.routes.push(RouteConfig { dst, port, loc });
+        let via = match &r.via {
+            Some(v) => Some(parse_addr(v.get_ref()).map_err(|m| lines.err(v, "via", m))?),
+            None => None,
+        };
+        cfg.routes.push(RouteConfig {
+            dst,
+            port,
+            via,
+            loc,
+        });
     }
     for n in &raw.neighbour {
         let loc = lines.loc(n);

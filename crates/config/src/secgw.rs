@@ -457,6 +457,7 @@ fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, Config
     Ok(RouteConfig {
         dst: dst.ok_or_else(|| loc.error("dst", "missing"))?,
         port: port.ok_or_else(|| loc.error("port", "missing"))?,
+        via: None,
         loc,
     })
 }

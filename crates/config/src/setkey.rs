@@ -276,6 +276,7 @@ fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
             cfg.routes.push(RouteConfig {
                 dst,
                 port,
+                via: None,
                 loc: loc.clone(),
             });
         }

@@ -44,6 +44,12 @@ reasons! {
     IkeOrKeepalive => "ike_or_keepalive", "IKE or NAT keepalive on the ESP port";
     NoRoute => "no_route", "no route to the destination";
     TooBig => "too_big", "packet does not fit the buffer";
+    Mtu => "mtu", "too big for the path MTU with DF set (or IPv6): ICMP error sent";
+    NoNeighbour => "no_neighbour", "next hop did not answer ARP / neighbour solicitation";
+    TtlExceeded => "ttl_exceeded", "TTL / hop limit expired: ICMP time exceeded sent";
+    ToGateway => "to_gateway", "addressed to the gateway but neither ESP, IKE nor ping";
+    Reassembly => "reassembly", "fragment not reassembled (timeout, overlap, size or memory limit)";
+    TxFull => "tx_full", "transmit ring full";
 }
 
 pub const N_REASONS: usize = DropReason::ALL.len();

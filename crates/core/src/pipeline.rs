@@ -32,9 +32,6 @@ use crate::packet::{Packet, Verdict};
 use crate::spd::SpdAction;
 use crate::tables::Tables;
 
-/// Output port and next-hop MAC address.
-type NextHop = (u16, MacAddr);
-
 #[derive(Clone, Copy)]
 enum Slot {
     /// Verdict already set.
@@ -57,11 +54,17 @@ pub struct Pipeline {
     /// flow (the common case in a burst) skip the SPD lookup.
     spd_cache: Option<(Direction, FlowKey, Option<SpdAction>)>,
     /// The last destination routed in this burst: ESP packets of one SA share it.
-    route_cache: Option<(bool, u128, Option<NextHop>)>,
+    route_cache: Option<(bool, u128, Hop)>,
     /// Sequence numbers reserved in this burst, per outbound SA.
     seq_blocks: Vec<SeqBlock>,
     /// The last inbound SPI and its SA index in this burst.
     spi_cache: Option<(u32, u32)>,
+    /// Packets of the last burst whose next hop is unresolved (verdict
+    /// `Drop(NoNeighbour)`, not yet counted).
+    pub unresolved: Vec<Unresolved>,
+    /// Packets of the last burst too big for their SA's path MTU (verdict `Drop(Mtu)`,
+    /// not yet counted, left unencrypted).
+    pub too_big: Vec<TooBig>,
 }
 
 /// Sequence numbers one burst reserved for one SA: `next..end` are still free. Reserving
@@ -85,6 +88,8 @@ impl Pipeline {
             route_cache: None,
             seq_blocks: Vec::new(),
             spi_cache: None,
+            unresolved: Vec::new(),
+            too_big: Vec::new(),
         }
     }
 
@@ -111,6 +116,8 @@ impl Pipeline {
         self.spd_cache = None;
         self.route_cache = None;
         self.spi_cache = None;
+        self.unresolved.clear();
+        self.too_big.clear();
         let n = pkts.len();
         for (i, p) in pkts.iter_mut().enumerate() {
             self.counters.rx_packets += 1;
@@ -161,7 +168,7 @@ impl Pipeline {
         }
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Route { v4, dst } = self.slots[k] {
-                self.route(&t, p, v4, dst);
+                self.route(&t, p, k, v4, dst);
             }
         }
     }
@@ -281,6 +288,16 @@ impl Pipeline {
         remaining: u64,
     ) -> Slot {
         let sa = &t.sas[sa_idx as usize];
+        if info.total_len > sa.max_inner {
+            // Checked before a sequence number is spent; the caller answers with ICMP or
+            // fragments the packet.
+            self.too_big.push(TooBig {
+                index: self.slots.len(),
+                max_inner: sa.max_inner,
+            });
+            p.verdict = Verdict::Drop(DropReason::Mtu);
+            return Slot::Done;
+        }
         let res = self.next_seq(t, sa_idx, remaining).and_then(|seq| {
             if seq == sa.max_seq() {
                 // The last number there is: the SA is finished after this packet.
@@ -443,21 +460,44 @@ impl Pipeline {
         sa.note_usage();
     }
 
-    fn route(&mut self, t: &Tables, p: &mut Packet, v4: bool, dst: u128) {
+    fn route(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {
         let hop = match self.route_cache {
             Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => hop,
             _ => {
-                let hop = t
-                    .routes
-                    .lookup(v4, dst)
-                    .and_then(|port| Some((port, t.neighbours.lookup(port, v4, dst)?)));
+                let hop = match t.routes.lookup(v4, dst) {
+                    None => Hop::NoRoute,
+                    Some(r) => {
+                        let nh = r.next_hop(dst);
+                        match t.neighbours.lookup(r.port, v4, nh) {
+                            Some(mac) => Hop::To(r.port, mac),
+                            None => Hop::Unresolved(r.port, nh),
+                        }
+                    }
+                };
                 self.route_cache = Some((v4, dst, hop));
                 hop
             }
         };
-        let Some((port, mac)) = hop else {
-            return self.drop_pkt(p, DropReason::NoRoute);
-        };
+        match hop {
+            Hop::To(port, mac) => self.send_to(t, p, port, mac, v4),
+            Hop::NoRoute => self.drop_pkt(p, DropReason::NoRoute),
+            Hop::Unresolved(port, next_hop) => {
+                // Not counted as a drop yet: the caller may hold the packet until the
+                // next hop answers.
+                p.verdict = Verdict::Drop(DropReason::NoNeighbour);
+                self.unresolved.push(Unresolved {
+                    index,
+                    port,
+                    v4,
+                    next_hop,
+                });
+            }
+        }
+    }
+
+    /// Adds the Ethernet header for `mac` on `port` to an IP packet and marks it for
+    /// transmission (also used for packets that waited for their next hop).
+    pub fn send_to(&mut self, t: &Tables, p: &mut Packet, port: u16, mac: MacAddr, v4: bool) {
         let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
         let Some(d) = p.push_front(ethernet::HEADER_LEN) else {
             return self.drop_pkt(p, DropReason::TooBig);
@@ -472,6 +512,44 @@ impl Pipeline {
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.len() as u64;
     }
+
+    /// Routes a packet the gateway itself originates (ICMP errors): `p` holds an IP
+    /// packet. Sets its verdict like [`Pipeline::process`] does; an unresolved next hop
+    /// is reported in [`Pipeline::unresolved`] with index `usize::MAX`.
+    pub fn route_local(&mut self, p: &mut Packet) {
+        let t = self.tables.clone();
+        self.route_cache = None;
+        match parse_ip(p.data()) {
+            Ok(info) => self.route(&t, p, usize::MAX, info.key.v4, info.key.dst),
+            Err(r) => self.drop_pkt(p, r),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Hop {
+    To(u16, MacAddr),
+    NoRoute,
+    Unresolved(u16, u128),
+}
+
+/// A packet routed to a next hop whose link-layer address is not known yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Unresolved {
+    /// Index in the burst (`usize::MAX` for [`Pipeline::route_local`]).
+    pub index: usize,
+    pub port: u16,
+    pub v4: bool,
+    pub next_hop: u128,
+}
+
+/// An outbound packet larger than its SA's path MTU allows, left unencrypted for the
+/// caller to answer with ICMP or to fragment.
+#[derive(Debug, Clone, Copy)]
+pub struct TooBig {
+    pub index: usize,
+    /// The largest inner packet that fits.
+    pub max_inner: usize,
 }
 
 /// Strips the Ethernet header (and VLAN tag) and parses the IP header.

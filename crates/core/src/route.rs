@@ -6,14 +6,18 @@
 
 use rustc_hash::FxHashMap;
 
+use std::sync::Arc;
+
 use espgw_config::mask;
+
+use crate::neighbour::NeighbourCache;
 use espgw_wire::ethernet::MacAddr;
 
 #[derive(Default)]
 struct Lpm {
     width: u8,
     /// (prefix length, mask, table), longest first.
-    levels: Vec<(u8, u128, FxHashMap<u128, u16>)>,
+    levels: Vec<(u8, u128, FxHashMap<u128, RouteTarget>)>,
 }
 
 impl Lpm {
@@ -24,7 +28,7 @@ impl Lpm {
         }
     }
 
-    fn insert(&mut self, addr: u128, len: u8, port: u16) {
+    fn insert(&mut self, addr: u128, len: u8, target: RouteTarget) {
         let m = mask(self.width, len);
         let lvl = match self.levels.iter().position(|(l, _, _)| *l == len) {
             Some(i) => i,
@@ -38,13 +42,28 @@ impl Lpm {
             }
         };
         // The first route for a prefix wins, as in the configuration's order.
-        self.levels[lvl].2.entry(addr & m).or_insert(port);
+        self.levels[lvl].2.entry(addr & m).or_insert(target);
     }
 
-    fn lookup(&self, addr: u128) -> Option<u16> {
+    fn lookup(&self, addr: u128) -> Option<RouteTarget> {
         self.levels
             .iter()
             .find_map(|(_, m, t)| t.get(&(addr & m)).copied())
+    }
+}
+
+/// Where a route sends packets: a port, and the next-hop router if the destination is not
+/// on that port's link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteTarget {
+    pub port: u16,
+    pub via: Option<u128>,
+}
+
+impl RouteTarget {
+    /// The address whose link-layer address the packet is sent to.
+    pub fn next_hop(&self, dst: u128) -> u128 {
+        self.via.unwrap_or(dst)
     }
 }
 
@@ -70,17 +89,17 @@ impl RouteTable {
         }
     }
 
-    pub fn insert(&mut self, v4: bool, addr: u128, len: u8, port: u16) {
+    pub fn insert(&mut self, v4: bool, addr: u128, len: u8, target: RouteTarget) {
         if v4 {
-            self.v4.insert(addr, len, port)
+            self.v4.insert(addr, len, target)
         } else {
-            self.v6.insert(addr, len, port)
+            self.v6.insert(addr, len, target)
         }
         self.len += 1;
     }
 
-    /// The output port for a destination.
-    pub fn lookup(&self, v4: bool, addr: u128) -> Option<u16> {
+    /// The port (and next hop) for a destination.
+    pub fn lookup(&self, v4: bool, addr: u128) -> Option<RouteTarget> {
         if v4 {
             self.v4.lookup(addr)
         } else {
@@ -97,17 +116,30 @@ impl RouteTable {
     }
 }
 
-/// Next-hop MAC addresses: per destination address if known, else per port.
+/// A static neighbour entry: (IPv4?, address) and its MAC.
+pub type StaticByIp = ((bool, u128), MacAddr);
+
+/// Next-hop MAC addresses. Static entries (per address, then per port) win; then what the
+/// live gateway learned by ARP / neighbour discovery; offline, a per-port default.
 pub struct Neighbours {
     by_ip: FxHashMap<(bool, u128), MacAddr>,
-    by_port: Vec<MacAddr>,
+    by_port: Vec<Option<MacAddr>>,
+    /// Offline fallback per port (ipsec-secgw's default destination addresses).
+    fallback: Vec<MacAddr>,
+    /// Learned entries (live gateway); when present, the fallback is not used.
+    pub dynamic: Option<Arc<NeighbourCache>>,
+    /// Ports without a link layer (TUN): no resolution needed.
+    point_to_point: Vec<bool>,
 }
 
 impl Neighbours {
-    pub fn new(by_port: Vec<MacAddr>) -> Self {
+    pub fn new(fallback: Vec<MacAddr>) -> Self {
         Neighbours {
             by_ip: FxHashMap::default(),
-            by_port,
+            by_port: vec![None; fallback.len()],
+            point_to_point: vec![false; fallback.len()],
+            fallback,
+            dynamic: None,
         }
     }
     pub fn insert_ip(&mut self, v4: bool, addr: u128, mac: MacAddr) {
@@ -115,16 +147,44 @@ impl Neighbours {
     }
     pub fn set_port(&mut self, port: usize, mac: MacAddr) {
         if let Some(m) = self.by_port.get_mut(port) {
-            *m = mac;
+            *m = Some(mac);
         }
     }
+    pub fn set_point_to_point(&mut self, port: usize) {
+        if let Some(m) = self.point_to_point.get_mut(port) {
+            *m = true;
+        }
+    }
+    /// Static entries, for reports: (address, MAC) and (port, MAC).
+    pub fn static_entries(&self) -> (Vec<StaticByIp>, Vec<(usize, MacAddr)>) {
+        let mut ips: Vec<_> = self.by_ip.iter().map(|(k, v)| (*k, *v)).collect();
+        ips.sort();
+        let ports = self
+            .by_port
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.map(|m| (i, m)))
+            .collect();
+        (ips, ports)
+    }
+    /// The MAC to send to next hop `addr` on `port`.
     pub fn lookup(&self, port: u16, v4: bool, addr: u128) -> Option<MacAddr> {
         if !self.by_ip.is_empty() {
             if let Some(m) = self.by_ip.get(&(v4, addr)) {
                 return Some(*m);
             }
         }
-        self.by_port.get(usize::from(port)).copied()
+        let p = usize::from(port);
+        if let Some(Some(m)) = self.by_port.get(p) {
+            return Some(*m);
+        }
+        if self.point_to_point.get(p).copied().unwrap_or(false) {
+            return Some([0; 6]);
+        }
+        match &self.dynamic {
+            Some(d) => d.get(v4, addr),
+            None => self.fallback.get(p).copied(),
+        }
     }
 }
 
@@ -135,25 +195,43 @@ mod tests {
     #[test]
     fn longest_prefix_wins() {
         let mut t = RouteTable::new();
-        t.insert(true, 0xc000_0200, 24, 1); // 192.0.2.0/24
-        t.insert(true, 0xc000_0280, 25, 2); // 192.0.2.128/25
-        t.insert(true, 0, 0, 3);
-        assert_eq!(t.lookup(true, 0xc000_0201), Some(1));
-        assert_eq!(t.lookup(true, 0xc000_02ff), Some(2));
-        assert_eq!(t.lookup(true, 0x0a00_0001), Some(3));
+        let to = |port| RouteTarget { port, via: None };
+        t.insert(true, 0xc000_0200, 24, to(1)); // 192.0.2.0/24
+        t.insert(true, 0xc000_0280, 25, to(2)); // 192.0.2.128/25
+        let via = RouteTarget {
+            port: 3,
+            via: Some(0xc000_0201),
+        };
+        t.insert(true, 0, 0, via);
+        let port = |r: Option<RouteTarget>| r.map(|r| r.port);
+        assert_eq!(port(t.lookup(true, 0xc000_0201)), Some(1));
+        assert_eq!(port(t.lookup(true, 0xc000_02ff)), Some(2));
+        assert_eq!(t.lookup(true, 0x0a00_0001), Some(via));
+        assert_eq!(via.next_hop(0x0a00_0001), 0xc000_0201);
+        assert_eq!(to(1).next_hop(0x0a00_0001), 0x0a00_0001);
         let v6: u128 = "2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().into();
         assert_eq!(t.lookup(false, v6), None);
-        t.insert(false, v6, 32, 0);
-        assert_eq!(t.lookup(false, v6 + 5), Some(0));
+        t.insert(false, v6, 32, to(0));
+        assert_eq!(port(t.lookup(false, v6 + 5)), Some(0));
         assert_eq!(t.lookup(false, !v6), None);
     }
 
     #[test]
     fn neighbours() {
-        let mut n = Neighbours::new(vec![[2, 0, 0, 0, 0, 1]]);
+        let mut n = Neighbours::new(vec![[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]]);
         n.insert_ip(true, 7, [2, 0, 0, 0, 0, 7]);
         assert_eq!(n.lookup(0, true, 7), Some([2, 0, 0, 0, 0, 7]));
         assert_eq!(n.lookup(0, true, 8), Some([2, 0, 0, 0, 0, 1]));
         assert_eq!(n.lookup(5, true, 8), None);
+        // Live: learned entries replace the fallback; static ones still win.
+        let cache = Arc::new(NeighbourCache::default());
+        n.dynamic = Some(cache.clone());
+        assert_eq!(n.lookup(0, true, 8), None);
+        cache.learn(0, true, 8, [2, 0, 0, 0, 0, 8]);
+        assert_eq!(n.lookup(0, true, 8), Some([2, 0, 0, 0, 0, 8]));
+        cache.learn(0, true, 7, [2, 0, 0, 0, 0, 9]);
+        assert_eq!(n.lookup(0, true, 7), Some([2, 0, 0, 0, 0, 7]));
+        n.set_port(1, [2, 0, 0, 0, 1, 1]);
+        assert_eq!(n.lookup(1, true, 8), Some([2, 0, 0, 0, 1, 1]));
     }
 }

@@ -59,6 +59,9 @@ pub struct Sa {
     pub ttl: u8,
     pub lifetime: Lifetime,
     pub label: String,
+    /// Outbound: the largest inner packet that fits the path MTU once encapsulated
+    /// (`usize::MAX` where no MTU is enforced).
+    pub max_inner: usize,
     pub state: Arc<SaState>,
     /// The configuration it was built from (for reports and reload comparison).
     pub config: SaConfig,

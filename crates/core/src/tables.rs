@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use espgw_config::{addr_bits, Action, Config, ConfigError, Direction, SaConfig};
+use std::net::IpAddr;
+
+use espgw_config::{
+    addr_bits, Action, Config, ConfigError, Direction, Mode, PortRole, Prefix, SaConfig,
+};
 use espgw_crypto::CryptoProvider;
 use espgw_wire::ethernet::MacAddr;
 
-use crate::route::{Neighbours, RouteTable};
+use crate::route::{Neighbours, RouteTable, RouteTarget};
 use crate::sa::{Sa, SaState};
 use crate::spd::{Spd, SpdAction, SpdRule};
 
@@ -20,6 +24,35 @@ use crate::spd::{Spd, SpdAction, SpdRule};
 pub struct PortInfo {
     pub name: String,
     pub mac: MacAddr,
+    /// The gateway's own addresses on this port (it answers ARP, ND and ping for them).
+    pub addresses: Vec<Prefix>,
+    pub role: PortRole,
+    /// IP MTU, where enforced.
+    pub mtu: Option<u16>,
+}
+
+impl PortInfo {
+    /// The port's first address of a family: the source of ICMP errors, ARP and ND.
+    pub fn address(&self, v4: bool) -> Option<IpAddr> {
+        self.addresses
+            .iter()
+            .find(|p| p.is_ipv4() == v4)
+            .map(|p| p.addr)
+    }
+}
+
+/// The largest inner packet an outbound SA can carry within `mtu` bytes: ESP's header, IV,
+/// trailer (padded to 4 bytes) and ICV, plus the outer IP header in tunnel mode and the
+/// UDP header with NAT traversal, must fit.
+pub fn max_inner_len(sa: &SaConfig, mtu: u16) -> usize {
+    let outer_ip = match sa.mode {
+        Mode::Tunnel { local, .. } if local.is_ipv4() => 20,
+        Mode::Tunnel { .. } => 40,
+        Mode::Transport => 0,
+    };
+    let udp = if sa.udp_encap.is_some() { 8 } else { 0 };
+    let fixed = outer_ip + udp + 16 + sa.icv_len;
+    (usize::from(mtu).saturating_sub(fixed) & !3).saturating_sub(2)
 }
 
 pub struct Tables {
@@ -35,6 +68,19 @@ pub struct Tables {
     pub udp_encap_ports: Vec<u16>,
     pub burst: usize,
     pub provider_name: String,
+    /// Every address of the gateway's own, per family (checked for every packet the
+    /// gateway receives, so kept flat).
+    pub local_v4: Vec<u128>,
+    pub local_v6: Vec<u128>,
+}
+
+fn local_addresses(ports: &[PortInfo], v4: bool) -> Vec<u128> {
+    ports
+        .iter()
+        .flat_map(|p| p.addresses.iter())
+        .filter(|a| a.is_ipv4() == v4)
+        .map(|a| addr_bits(a.addr).0)
+        .collect()
 }
 
 /// The default next-hop MAC of a port that has no neighbour entry (as ipsec-secgw gives
@@ -52,6 +98,16 @@ fn same_keys(a: &SaConfig, b: &SaConfig) -> bool {
 }
 
 impl Tables {
+    /// Whether `addr` is one of the gateway's own addresses.
+    #[inline]
+    pub fn is_local(&self, v4: bool, addr: u128) -> bool {
+        if v4 {
+            self.local_v4.contains(&addr)
+        } else {
+            self.local_v6.contains(&addr)
+        }
+    }
+
     /// Builds tables from `cfg`, making keys with `provider`. State of SAs present in
     /// `previous` with the same direction, SPI and keys is kept.
     pub fn build(
@@ -95,6 +151,7 @@ impl Tables {
                 ttl: sc.ttl,
                 lifetime: sc.lifetime,
                 label: sc.label(),
+                max_inner: usize::MAX,
                 state,
                 config: sc.clone(),
             });
@@ -143,17 +200,42 @@ impl Tables {
                 r.dst.is_ipv4(),
                 addr_bits(r.dst.addr).0,
                 r.dst.len,
-                r.port as u16,
+                RouteTarget {
+                    port: r.port as u16,
+                    via: r.via.map(|v| addr_bits(v).0),
+                },
             );
         }
         let ports: Vec<PortInfo> = cfg
             .ports
             .iter()
-            .map(|p| PortInfo {
+            .enumerate()
+            .map(|(i, p)| PortInfo {
                 name: p.name.clone(),
                 mac: p.mac,
+                addresses: p.addresses.clone(),
+                role: cfg.port_role(i),
+                mtu: p.mtu,
             })
             .collect();
+        // Path MTU per outbound SA: the MTU of the port its ESP leaves by (tunnel: the
+        // route to the remote end; transport: the smallest unprotected port).
+        for sa in sas.iter_mut().filter(|s| s.direction == Direction::Out) {
+            let mtu = match sa.mode {
+                Mode::Tunnel { remote, .. } => routes
+                    .lookup(remote.is_ipv4(), addr_bits(remote).0)
+                    .and_then(|r| ports.get(usize::from(r.port)))
+                    .and_then(|p| p.mtu),
+                Mode::Transport => ports
+                    .iter()
+                    .filter(|p| p.role == PortRole::Unprotected)
+                    .filter_map(|p| p.mtu)
+                    .min(),
+            };
+            if let Some(mtu) = mtu {
+                sa.max_inner = max_inner_len(&sa.config, mtu);
+            }
+        }
         let mut neighbours = Neighbours::new((0..ports.len()).map(default_neighbour_mac).collect());
         for n in &cfg.neighbours {
             match n.ip {
@@ -162,6 +244,8 @@ impl Tables {
             }
         }
         Ok(Tables {
+            local_v4: local_addresses(&ports, true),
+            local_v6: local_addresses(&ports, false),
             sas,
             spd_out: Spd::new(out_rules),
             spd_in: Spd::new(in_rules),

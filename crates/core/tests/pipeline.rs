@@ -111,6 +111,7 @@ fn gateway(
         c.routes.push(RouteConfig {
             dst: pfx(d),
             port: 1,
+            via: None,
             loc: Location::default(),
         });
     }

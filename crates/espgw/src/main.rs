@@ -3,8 +3,10 @@
 mod bench;
 mod demo;
 mod gen;
+mod live;
 mod offline;
 mod report;
+mod testbed;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -100,6 +102,119 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Run the gateway on Linux interfaces (as root).
+    Run(RunArgs),
+    /// Show the running gateway's SAs, policies, routes, neighbours, ports or counters.
+    Show {
+        /// sa, policy, routes, neighbours, ports or stats.
+        what: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value = DEFAULT_CONTROL)]
+        control: PathBuf,
+    },
+    /// Apply a new configuration to the running gateway without stopping traffic (the
+    /// file it was started with, re-read, unless another is named).
+    Reload {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = DEFAULT_CONTROL)]
+        control: PathBuf,
+    },
+    /// Stop the running gateway.
+    Stop {
+        #[arg(long, default_value = DEFAULT_CONTROL)]
+        control: PathBuf,
+    },
+    /// The published design's test bed in network namespaces (as root). Without a
+    /// subcommand: build it, send traffic through it, show what crossed the transport
+    /// link and the measured throughput, and remove it.
+    Testbed {
+        #[command(subcommand)]
+        cmd: Option<TestbedCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TestbedCmd {
+    /// Build the test bed and start its gateways.
+    Up(testbed::UpArgs),
+    /// Stop the gateways and remove the namespaces.
+    Down,
+    /// Up, traffic, report, down (the default).
+    Demo {
+        #[command(flatten)]
+        up: testbed::UpArgs,
+        /// Seconds per UDP run.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+    /// Count frames on an interface by kind (ESP, ARP, plaintext) and print JSON.
+    Watch {
+        #[arg(long)]
+        interface: String,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// Send sequence-numbered UDP datagrams; prints JSON.
+    UdpSend {
+        #[arg(long)]
+        dst: std::net::SocketAddr,
+        /// UDP payload bytes.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Packets per second (0: as fast as possible).
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
+    },
+    /// Receive sequence-numbered UDP datagrams and count loss, duplicates and
+    /// reordering; prints JSON.
+    UdpRecv {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        v6: bool,
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+    },
+}
+
+const DEFAULT_CONTROL: &str = "/run/espgw/espgw.sock";
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Configuration file; the built-in default (test-bed gateway 1) when left out.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// Packet I/O back-end.
+    #[arg(long, value_enum, default_value = "auto")]
+    io: live::IoChoice,
+    /// How AF_XDP sockets bind.
+    #[arg(long, value_enum, default_value = "auto")]
+    xdp_mode: live::XdpModeArg,
+    /// Worker threads (default: the configuration's `workers`, else 1).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Pin worker N to core N.
+    #[arg(long)]
+    pin: bool,
+    /// How AF_PACKET spreads a port's traffic over workers.
+    #[arg(long, value_enum, default_value = "hash")]
+    fanout: live::FanoutArg,
+    /// Frames per ring (AF_PACKET receive and transmit rings; AF_XDP UMEM).
+    #[arg(long, default_value_t = 4096)]
+    ring_frames: usize,
+    /// Control socket path.
+    #[arg(long, default_value = DEFAULT_CONTROL)]
+    control: PathBuf,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9101).
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 mod gen_cmd {
@@ -236,6 +351,81 @@ fn run(cli: Cli) -> Result<(), String> {
             demo::run(p.as_ref(), &out, count)
         }
         Cmd::Bench(b) => bench::run(b, cli.crypto),
+        Cmd::Run(a) => {
+            let p = espgw_crypto::provider(cli.crypto)?;
+            live::run(
+                live::RunOptions {
+                    config: a.config,
+                    format: a.format.map(Into::into),
+                    io: a.io,
+                    xdp_mode: a.xdp_mode,
+                    workers: a.workers,
+                    pin: a.pin,
+                    control: a.control,
+                    metrics: a.metrics,
+                    fanout: a.fanout,
+                    ring_frames: a.ring_frames,
+                },
+                p,
+            )
+        }
+        Cmd::Show {
+            what,
+            json,
+            control,
+        } => {
+            let v = live::control::request(
+                &control,
+                &serde_json::json!({"cmd": "show", "what": what}),
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print!("{}", live::control::render(&v));
+            }
+            Ok(())
+        }
+        Cmd::Reload { config, control } => {
+            let path = config
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+                .map(|p| p.display().to_string());
+            let v = live::control::request(
+                &control,
+                &serde_json::json!({"cmd": "reload", "path": path}),
+            )?;
+            println!("{}", v.as_str().unwrap_or_default());
+            Ok(())
+        }
+        Cmd::Testbed { cmd } => match cmd {
+            None => testbed::demo(&testbed::UpArgs::default(), 2.0),
+            Some(TestbedCmd::Demo { up, seconds }) => testbed::demo(&up, seconds),
+            Some(TestbedCmd::Up(a)) => testbed::up(&a),
+            Some(TestbedCmd::Down) => testbed::down(),
+            Some(TestbedCmd::Watch { interface, seconds }) => {
+                let c = testbed::watch(&interface, seconds)?;
+                println!("{}", serde_json::to_string(&c).unwrap_or_default());
+                Ok(())
+            }
+            Some(TestbedCmd::UdpSend {
+                dst,
+                size,
+                seconds,
+                rate,
+            }) => {
+                let sent = testbed::udp_send(dst, size, seconds, rate)?;
+                println!("{}", serde_json::json!({ "sent": sent }));
+                Ok(())
+            }
+            Some(TestbedCmd::UdpRecv { port, v6, seconds }) => {
+                let r = testbed::udp_recv(port, v6, seconds)?;
+                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                Ok(())
+            }
+        },
+        Cmd::Stop { control } => {
+            live::control::request(&control, &serde_json::json!({"cmd": "stop"}))?;
+            Ok(())
+        }
     }
 }
 

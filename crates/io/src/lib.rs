@@ -4,11 +4,27 @@
 //! - [`memory`]: in-memory ports that hand out fresh copies of template frames
 //!   (benchmarks), and collect what is sent.
 //!
-//! Live back-ends (AF_XDP, AF_PACKET, TUN) implement the same trait.
-#![forbid(unsafe_code)]
+//! - [`af_xdp`]: AF_XDP sockets (the live default where the XDP program loads);
+//! - [`af_packet`]: AF_PACKET with PACKET_MMAP rings (fallback and explicit choice);
+//! - [`tun`]: a TUN interface, for a host's own traffic.
+//!
+//! `unsafe` is denied in the crate and allowed only in the modules at the kernel
+//! boundary (`af_xdp`, `af_packet`, `tun`), each block with its SAFETY argument.
+#![deny(unsafe_code)]
 
+pub mod af_packet;
+#[cfg(espgw_af_xdp)]
+pub mod af_xdp;
+#[cfg(not(espgw_af_xdp))]
+#[path = "af_xdp_missing.rs"]
+pub mod af_xdp;
 pub mod memory;
 pub mod pcap;
+pub mod poll;
 pub mod port;
+pub mod tun;
 
 pub use port::Port;
+
+/// Whether this build has the AF_XDP back-end (libxdp was found at build time).
+pub const HAVE_AF_XDP: bool = cfg!(espgw_af_xdp);

@@ -33,6 +33,9 @@ impl MemoryPort {
 }
 
 impl Port for MemoryPort {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
     fn name(&self) -> &str {
         "memory"
     }

@@ -162,6 +162,9 @@ impl<R: Read> PcapReader<R> {
 }
 
 impl<R: Read> Port for PcapReader<R> {
+    fn kind(&self) -> &'static str {
+        "pcap"
+    }
     fn name(&self) -> &str {
         &self.name
     }
@@ -257,6 +260,9 @@ impl<W: Write> PcapWriter<W> {
 }
 
 impl<W: Write> Port for PcapWriter<W> {
+    fn kind(&self) -> &'static str {
+        "pcap"
+    }
     fn name(&self) -> &str {
         &self.name
     }

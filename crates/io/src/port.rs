@@ -2,8 +2,33 @@
 //! give buffers back to the pool.
 
 use std::io;
+use std::os::fd::RawFd;
 
 use espgw_core::packet::{Packet, PacketPool};
+
+/// Counters of one port (one socket of it, for back-ends with a socket per worker).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Dropped before the gateway saw them (kernel ring full, truncated, oversized).
+    pub rx_dropped: u64,
+    /// Not sent: transmit ring full or frame too large.
+    pub tx_dropped: u64,
+}
+
+impl PortStats {
+    pub fn add(&mut self, o: &PortStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_dropped += o.tx_dropped;
+    }
+}
 
 pub trait Port {
     fn name(&self) -> &str;
@@ -17,4 +42,14 @@ pub trait Port {
     ) -> io::Result<usize>;
     /// Sends every packet in `pkts` and returns the buffers to `pool`.
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize>;
+    /// A descriptor that becomes readable when packets arrive, for an idle worker to
+    /// sleep on.
+    fn poll_fd(&self) -> Option<RawFd> {
+        None
+    }
+    fn stats(&mut self) -> PortStats {
+        PortStats::default()
+    }
+    /// The back-end's name, for reports ("af_xdp", "af_packet", ...).
+    fn kind(&self) -> &'static str;
 }

@@ -1,0 +1,175 @@
+//! Link-layer addresses the live gateway learned by ARP (IPv4) and neighbour discovery
+//! (IPv6), shared by every worker and carried over table swaps.
+//!
+//! Reads happen once per routed destination per burst (the pipeline caches within a
+//! burst), writes only when an ARP / NA packet teaches something new, so a read-write
+//! lock is uncontended in practice. The table is bounded: a flood of ARP from spoofed
+//! senders cannot grow it past [`MAX_ENTRIES`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use espgw_wire::ethernet::MacAddr;
+
+/// Most entries kept; beyond it, new addresses are not learned (existing ones still
+/// update).
+pub const MAX_ENTRIES: usize = 4096;
+/// How often an unanswered address is asked for again.
+pub const RETRY_INTERVAL: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    port: u16,
+    mac: Option<MacAddr>,
+    updated: Instant,
+    last_request: Option<Instant>,
+}
+
+/// One learned neighbour, for reports.
+#[derive(Debug, Clone)]
+pub struct NeighbourEntry {
+    pub v4: bool,
+    pub addr: u128,
+    pub port: u16,
+    /// `None` while resolution is pending.
+    pub mac: Option<MacAddr>,
+    pub age: Duration,
+}
+
+#[derive(Debug, Default)]
+pub struct NeighbourCache {
+    map: RwLock<FxHashMap<(bool, u128), Entry>>,
+    /// Bumped whenever an address resolves, so workers know to retry held packets.
+    version: AtomicU64,
+}
+
+impl NeighbourCache {
+    pub fn get(&self, v4: bool, addr: u128) -> Option<MacAddr> {
+        let m = self.map.read().unwrap_or_else(|e| e.into_inner());
+        m.get(&(v4, addr)).and_then(|e| e.mac)
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Records that `addr` on `port` has `mac`.
+    pub fn learn(&self, port: u16, v4: bool, addr: u128, mac: MacAddr) {
+        let now = Instant::now();
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let full = m.len() >= MAX_ENTRIES;
+        match m.get_mut(&(v4, addr)) {
+            Some(e) => {
+                let changed = e.mac != Some(mac);
+                e.mac = Some(mac);
+                e.port = port;
+                e.updated = now;
+                if changed {
+                    self.version.fetch_add(1, Ordering::Release);
+                }
+            }
+            None if !full => {
+                m.insert(
+                    (v4, addr),
+                    Entry {
+                        port,
+                        mac: Some(mac),
+                        updated: now,
+                        last_request: None,
+                    },
+                );
+                self.version.fetch_add(1, Ordering::Release);
+            }
+            None => {}
+        }
+    }
+
+    /// Whether a request for `addr` should be sent now (none sent in the last
+    /// [`RETRY_INTERVAL`]); records the request if so.
+    pub fn should_request(&self, port: u16, v4: bool, addr: u128, now: Instant) -> bool {
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let full = m.len() >= MAX_ENTRIES;
+        match m.get_mut(&(v4, addr)) {
+            Some(e) => {
+                if e.mac.is_some() && now.duration_since(e.updated) < RETRY_INTERVAL {
+                    return false;
+                }
+                match e.last_request {
+                    Some(t) if now.duration_since(t) < RETRY_INTERVAL => false,
+                    _ => {
+                        e.last_request = Some(now);
+                        true
+                    }
+                }
+            }
+            None if !full => {
+                m.insert(
+                    (v4, addr),
+                    Entry {
+                        port,
+                        mac: None,
+                        updated: now,
+                        last_request: Some(now),
+                    },
+                );
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every entry, sorted by family and address.
+    pub fn entries(&self) -> Vec<NeighbourEntry> {
+        let now = Instant::now();
+        let m = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = m
+            .iter()
+            .map(|(&(v4, addr), e)| NeighbourEntry {
+                v4,
+                addr,
+                port: e.port,
+                mac: e.mac,
+                age: now.saturating_duration_since(e.updated),
+            })
+            .collect();
+        v.sort_by_key(|e| (!e.v4, e.addr));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learn_and_rate_limited_requests() {
+        let c = NeighbourCache::default();
+        let t0 = Instant::now();
+        assert!(c.should_request(1, true, 5, t0));
+        assert!(!c.should_request(1, true, 5, t0 + Duration::from_millis(10)));
+        assert!(c.should_request(1, true, 5, t0 + RETRY_INTERVAL * 2));
+        assert_eq!(c.get(true, 5), None);
+        let v = c.version();
+        c.learn(1, true, 5, [2, 0, 0, 0, 0, 5]);
+        assert!(c.version() > v);
+        assert_eq!(c.get(true, 5), Some([2, 0, 0, 0, 0, 5]));
+        assert_eq!(c.get(false, 5), None);
+        let v = c.version();
+        c.learn(1, true, 5, [2, 0, 0, 0, 0, 5]);
+        assert_eq!(c.version(), v, "relearning the same MAC is not news");
+        assert_eq!(c.entries().len(), 1);
+    }
+
+    #[test]
+    fn bounded() {
+        let c = NeighbourCache::default();
+        for a in 0..(MAX_ENTRIES as u128 + 100) {
+            c.learn(0, true, a, [2, 0, 0, 0, 0, 1]);
+        }
+        assert_eq!(c.entries().len(), MAX_ENTRIES);
+        assert!(!c.should_request(0, true, u128::MAX, Instant::now()));
+    }
+}

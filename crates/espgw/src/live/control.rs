@@ -1,0 +1,405 @@
+//! The control socket: a Unix stream socket that answers one JSON request per
+//! connection (`{"cmd":"show","what":"sa"}`, `{"cmd":"reload","path":...}`,
+//! `{"cmd":"stop"}`) with one JSON reply. `espgw show|reload|stop` are its clients; they
+//! print tables for people or the JSON itself with `--json`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use espgw_config::{Action, Direction};
+use espgw_core::counters::DropReason;
+use espgw_wire::ethernet::format_mac;
+
+use super::shared::Shared;
+
+/// The largest request accepted.
+const MAX_REQUEST: u64 = 64 * 1024;
+
+pub struct Server {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl Server {
+    pub fn bind(path: &Path) -> std::io::Result<Server> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // A socket left by a gateway that died: connectable means another one runs.
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    format!(
+                        "control socket {} is in use by a running gateway",
+                        path.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        // Only root (the owner) may reload or stop the gateway.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        Ok(Server {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn serve(self, shared: Arc<Shared>) {
+        while !shared.stopping() {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    let _ = handle(stream, &shared);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn handle(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut line = String::new();
+    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
+    let reply = match serde_json::from_str::<Value>(&line) {
+        Ok(req) => answer(&req, shared),
+        Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+    };
+    let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+    out.push(b'\n');
+    (&stream).write_all(&out)
+}
+
+fn answer(req: &Value, shared: &Shared) -> Value {
+    match req["cmd"].as_str() {
+        Some("show") => match show(req["what"].as_str().unwrap_or(""), shared) {
+            Ok(v) => json!({"ok": true, "data": v}),
+            Err(e) => json!({"ok": false, "error": e}),
+        },
+        Some("reload") => {
+            let path = req["path"].as_str().map(PathBuf::from);
+            match super::reload(shared, path) {
+                Ok(m) => json!({"ok": true, "data": m}),
+                Err(e) => json!({"ok": false, "error": e}),
+            }
+        }
+        Some("stop") => {
+            shared.stop.store(true, Ordering::Relaxed);
+            json!({"ok": true, "data": "stopping"})
+        }
+        _ => json!({"ok": false, "error": "unknown command (show, reload, stop)"}),
+    }
+}
+
+fn addr_string(v4: bool, a: u128) -> String {
+    if v4 {
+        std::net::Ipv4Addr::from(a as u32).to_string()
+    } else {
+        std::net::Ipv6Addr::from(a).to_string()
+    }
+}
+
+fn drops_map(get: impl Fn(DropReason) -> u64) -> Value {
+    let mut m = serde_json::Map::new();
+    for &r in DropReason::ALL {
+        let n = get(r);
+        if n > 0 {
+            m.insert(r.name().into(), n.into());
+        }
+    }
+    Value::Object(m)
+}
+
+/// What `show WHAT` returns.
+pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
+    let t = shared.tables();
+    let cfg = shared
+        .config
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Ok(match what {
+        "sa" | "sas" => Value::Array(
+            t.sas
+                .iter()
+                .map(|sa| {
+                    let (top, window) = {
+                        let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+                        (w.top(), w.size())
+                    };
+                    let (local, remote) = match sa.mode {
+                        espgw_config::Mode::Tunnel { local, remote } => {
+                            (local.to_string(), remote.to_string())
+                        }
+                        espgw_config::Mode::Transport => ("-".into(), "-".into()),
+                    };
+                    json!({
+                        "name": sa.label,
+                        "direction": sa.direction.to_string(),
+                        "spi": format!("0x{:08x}", sa.spi),
+                        "mode": sa.mode.name(),
+                        "algorithm": sa.key.algorithm().to_string(),
+                        "local": local,
+                        "remote": remote,
+                        "udp_encap": sa.udp.is_some(),
+                        "esn": sa.esn,
+                        "seq": if sa.direction == Direction::Out { sa.state.last_seq() } else { top },
+                        "replay_window": if sa.direction == Direction::In { window } else { 0 },
+                        "packets": sa.state.counters.packets(),
+                        "bytes": sa.state.counters.bytes(),
+                        "drops": drops_map(|r| sa.state.counters.dropped(r)),
+                        "max_inner": if sa.max_inner == usize::MAX { Value::Null } else { sa.max_inner.into() },
+                        "expired": sa.state.hard_expired.load(Ordering::Relaxed)
+                            || sa.state.exhausted.load(Ordering::Relaxed),
+                    })
+                })
+                .collect(),
+        ),
+        "policy" | "policies" => Value::Array(
+            cfg.policies
+                .iter()
+                .map(|p| {
+                    let action = match p.action {
+                        Action::Protect(spi) => {
+                            let name = cfg
+                                .sa(p.direction, spi)
+                                .map(|s| s.label())
+                                .unwrap_or_default();
+                            format!("protect {name} (0x{spi:08x})")
+                        }
+                        Action::Bypass => "bypass".into(),
+                        Action::Discard => "discard".into(),
+                    };
+                    let range = |lo: u64, hi: u64, max: u64| {
+                        if lo == 0 && hi == max {
+                            "any".to_string()
+                        } else if lo == hi {
+                            lo.to_string()
+                        } else {
+                            format!("{lo}-{hi}")
+                        }
+                    };
+                    json!({
+                        "direction": p.direction.to_string(),
+                        "priority": p.priority,
+                        "src": p.src.to_string(),
+                        "dst": p.dst.to_string(),
+                        "proto": range(p.proto.lo.into(), p.proto.hi.into(), 255),
+                        "sport": range(p.sport.lo.into(), p.sport.hi.into(), 65535),
+                        "dport": range(p.dport.lo.into(), p.dport.hi.into(), 65535),
+                        "action": action,
+                    })
+                })
+                .collect(),
+        ),
+        "route" | "routes" => Value::Array(
+            cfg.routes
+                .iter()
+                .map(|r| {
+                    json!({
+                        "dst": r.dst.to_string(),
+                        "port": cfg.ports.get(r.port).map(|p| p.name.clone()).unwrap_or_default(),
+                        "via": r.via.map(|v| v.to_string()).unwrap_or_else(|| "on-link".into()),
+                    })
+                })
+                .collect(),
+        ),
+        "neighbour" | "neighbours" | "neighbor" | "neighbors" => {
+            let mut v = Vec::new();
+            let (ips, ports) = t.neighbours.static_entries();
+            for ((v4, a), mac) in ips {
+                v.push(json!({"address": addr_string(v4, a), "port": "*", "mac": format_mac(&mac), "state": "static"}));
+            }
+            for (p, mac) in ports {
+                let name = t.ports.get(p).map(|p| p.name.clone()).unwrap_or_default();
+                v.push(json!({"address": "*", "port": name, "mac": format_mac(&mac), "state": "static"}));
+            }
+            for e in shared.neighbours.entries() {
+                let name = t
+                    .ports
+                    .get(usize::from(e.port))
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default();
+                v.push(json!({
+                    "address": addr_string(e.v4, e.addr),
+                    "port": name,
+                    "mac": e.mac.map(|m| format_mac(&m)).unwrap_or_else(|| "-".into()),
+                    "state": if e.mac.is_some() { "reachable" } else { "incomplete" },
+                    "age_s": (e.age.as_secs_f64() * 10.0).round() / 10.0,
+                }));
+            }
+            Value::Array(v)
+        }
+        "port" | "ports" => {
+            let totals = shared.totals();
+            Value::Array(
+                t.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let f = &shared.facts[i];
+                        let s = totals.ports.get(i).copied().unwrap_or_default();
+                        json!({
+                            "name": p.name,
+                            "interface": f.interface,
+                            "io": f.kind,
+                            "role": p.role.name(),
+                            "mac": format_mac(&p.mac),
+                            "mtu": p.mtu,
+                            "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" "),
+                            "rx_packets": s.rx_packets,
+                            "rx_bytes": s.rx_bytes,
+                            "tx_packets": s.tx_packets,
+                            "tx_bytes": s.tx_bytes,
+                            "rx_dropped": s.rx_dropped,
+                            "tx_dropped": s.tx_dropped,
+                        })
+                    })
+                    .collect(),
+            )
+        }
+        "stats" => {
+            let tot = shared.totals();
+            let c = &tot.pipeline;
+            let h = &tot.host;
+            json!({
+                "uptime_s": shared.started.elapsed().as_secs(),
+                "workers": shared.reports.len(),
+                "crypto": t.provider_name,
+                "rx_packets": c.rx_packets,
+                "tx_packets": c.tx_packets,
+                "rx_bytes": c.rx_bytes,
+                "tx_bytes": c.tx_bytes,
+                "encrypted": c.encrypted,
+                "decrypted": c.decrypted,
+                "bypassed": c.bypassed,
+                "drops": drops_map(|r| c.dropped(r)),
+                "host": {
+                    "arp_replies": h.arp_replies,
+                    "nd_replies": h.nd_replies,
+                    "echo_replies": h.echo_replies,
+                    "solicitations_sent": h.solicitations_sent,
+                    "icmp_errors_sent": h.icmp_errors_sent,
+                    "fragmented": h.fragmented,
+                    "fragments_made": h.fragments_made,
+                    "reassembled": h.reassembled,
+                    "held_for_neighbour": h.held,
+                    "released_after_resolution": h.held_released,
+                },
+                "reloads": shared.reloads.load(Ordering::Relaxed),
+                "reload_failures": shared.reload_failures.load(Ordering::Relaxed),
+                "per_worker_rx": shared.reports.iter().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).pipeline.rx_packets).collect::<Vec<_>>(),
+            })
+        }
+        o => {
+            return Err(format!(
+                "cannot show '{o}' (sa, policy, routes, neighbours, ports, stats)"
+            ))
+        }
+    })
+}
+
+/// Sends one request to the gateway at `path` and returns its `data`.
+pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "control socket {}: {e} (is the gateway running?)",
+            path.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    s.write_all(&line).map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    BufReader::new(s.take(16 << 20))
+        .read_line(&mut reply)
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_str(&reply).map_err(|e| format!("bad reply: {e}"))?;
+    if v["ok"].as_bool() == Some(true) {
+        Ok(v["data"].clone())
+    } else {
+        Err(v["error"].as_str().unwrap_or("error").to_string())
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        Value::Object(m) if m.is_empty() => "-".into(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", cell(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        o => o.to_string(),
+    }
+}
+
+/// Renders an array of objects as an aligned table (columns in the objects' order), or
+/// an object as `key: value` lines.
+pub fn render(v: &Value) -> String {
+    match v {
+        Value::Array(rows) if !rows.is_empty() => {
+            let cols: Vec<String> = match &rows[0] {
+                Value::Object(m) => m.keys().cloned().collect(),
+                _ => return rows.iter().map(cell).collect::<Vec<_>>().join("\n") + "\n",
+            };
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| cols.iter().map(|c| cell(&r[c])).collect())
+                .collect();
+            let widths: Vec<usize> = cols
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    cells
+                        .iter()
+                        .map(|r| r[i].len())
+                        .chain([c.len()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let mut out = String::new();
+            let line = |vals: Vec<&str>| {
+                let mut l = vals
+                    .iter()
+                    .zip(&widths)
+                    .map(|(v, w)| format!("{v:<w$}"))
+                    .collect::<Vec<_>>()
+                    .join("  ");
+                l.truncate(l.trim_end().len());
+                l + "\n"
+            };
+            out.push_str(&line(cols.iter().map(|s| s.as_str()).collect()));
+            for r in &cells {
+                out.push_str(&line(r.iter().map(|s| s.as_str()).collect()));
+            }
+            out
+        }
+        Value::Array(_) => "(none)\n".into(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}: {}\n", cell(v)))
+            .collect(),
+        o => format!("{}\n", cell(o)),
+    }
+}

@@ -1,0 +1,266 @@
+//! The Prometheus endpoint: `GET /metrics` in the text exposition format. Per-SA
+//! packets, bytes and drops by reason, gateway-wide drops by reason, per-port counters,
+//! the gateway's own host work, and reloads.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use espgw_core::counters::DropReason;
+
+use super::shared::Shared;
+
+pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let _ = listener.set_nonblocking(true);
+    while !shared.stopping() {
+        match listener.accept() {
+            Ok((s, _)) => {
+                let _ = handle(s, &shared);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn handle(mut s: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 4096];
+    let mut n = 0;
+    // Read the request head (bounded); only the request line matters.
+    while n < buf.len() {
+        let k = s.read(&mut buf[n..])?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let mut parts = head.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, body, ctype) = if method == "GET" && (path == "/metrics" || path == "/") {
+        ("200 OK", render(shared), "text/plain; version=0.0.4")
+    } else {
+        ("404 Not Found", "not found\n".to_string(), "text/plain")
+    };
+    write!(
+        s,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The metrics text.
+pub fn render(shared: &Shared) -> String {
+    let t = shared.tables();
+    let tot = shared.totals();
+    let mut o = String::new();
+    let sa_labels = |sa: &espgw_core::sa::Sa| {
+        format!(
+            "sa=\"{}\",spi=\"0x{:08x}\",direction=\"{}\"",
+            esc(&sa.label),
+            sa.spi,
+            sa.direction
+        )
+    };
+    family(
+        &mut o,
+        "espgw_sa_packets_total",
+        "counter",
+        "Packets encrypted (out) or decrypted and accepted (in) by an SA.",
+    );
+    for sa in &t.sas {
+        let _ = writeln!(
+            o,
+            "espgw_sa_packets_total{{{}}} {}",
+            sa_labels(sa),
+            sa.state.counters.packets()
+        );
+    }
+    family(
+        &mut o,
+        "espgw_sa_bytes_total",
+        "counter",
+        "Inner bytes carried by an SA.",
+    );
+    for sa in &t.sas {
+        let _ = writeln!(
+            o,
+            "espgw_sa_bytes_total{{{}}} {}",
+            sa_labels(sa),
+            sa.state.counters.bytes()
+        );
+    }
+    family(
+        &mut o,
+        "espgw_sa_drops_total",
+        "counter",
+        "Packets of an SA dropped, by reason.",
+    );
+    for sa in &t.sas {
+        for &r in DropReason::ALL {
+            let _ = writeln!(
+                o,
+                "espgw_sa_drops_total{{{},reason=\"{}\"}} {}",
+                sa_labels(sa),
+                r.name(),
+                sa.state.counters.dropped(r)
+            );
+        }
+    }
+    family(
+        &mut o,
+        "espgw_sa_sequence_number",
+        "gauge",
+        "Outbound: last sequence number sent; inbound: highest accepted.",
+    );
+    for sa in &t.sas {
+        let seq = match sa.direction {
+            espgw_config::Direction::Out => sa.state.last_seq(),
+            espgw_config::Direction::In => sa.state.replay.lock().map(|w| w.top()).unwrap_or(0),
+        };
+        let _ = writeln!(o, "espgw_sa_sequence_number{{{}}} {seq}", sa_labels(sa));
+    }
+    family(
+        &mut o,
+        "espgw_drops_total",
+        "counter",
+        "Packets dropped by the gateway, by reason.",
+    );
+    for &r in DropReason::ALL {
+        let _ = writeln!(
+            o,
+            "espgw_drops_total{{reason=\"{}\"}} {}",
+            r.name(),
+            tot.pipeline.dropped(r)
+        );
+    }
+    let c = &tot.pipeline;
+    for (name, help, v) in [
+        (
+            "espgw_encrypted_packets_total",
+            "Packets encrypted.",
+            c.encrypted,
+        ),
+        (
+            "espgw_decrypted_packets_total",
+            "Packets decrypted and accepted.",
+            c.decrypted,
+        ),
+        (
+            "espgw_bypassed_packets_total",
+            "Packets a bypass policy let through.",
+            c.bypassed,
+        ),
+    ] {
+        family(&mut o, name, "counter", help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    type PortField = fn(&espgw_io::port::PortStats) -> u64;
+    let port_fields: [(&str, &str, PortField); 6] = [
+        (
+            "espgw_port_rx_packets_total",
+            "Frames received on a port.",
+            |s| s.rx_packets,
+        ),
+        (
+            "espgw_port_rx_bytes_total",
+            "Bytes received on a port.",
+            |s| s.rx_bytes,
+        ),
+        (
+            "espgw_port_tx_packets_total",
+            "Frames sent on a port.",
+            |s| s.tx_packets,
+        ),
+        ("espgw_port_tx_bytes_total", "Bytes sent on a port.", |s| {
+            s.tx_bytes
+        }),
+        (
+            "espgw_port_rx_dropped_total",
+            "Frames the kernel or the ring dropped before the gateway saw them.",
+            |s| s.rx_dropped,
+        ),
+        (
+            "espgw_port_tx_dropped_total",
+            "Frames not sent (ring full).",
+            |s| s.tx_dropped,
+        ),
+    ];
+    for (name, help, f) in port_fields {
+        family(&mut o, name, "counter", help);
+        for (i, p) in t.ports.iter().enumerate() {
+            let s = tot.ports.get(i).copied().unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "{name}{{port=\"{}\",interface=\"{}\"}} {}",
+                esc(&p.name),
+                esc(&shared.facts[i].interface),
+                f(&s)
+            );
+        }
+    }
+    let h = &tot.host;
+    family(
+        &mut o,
+        "espgw_host_packets_total",
+        "counter",
+        "Work the gateway did as a host on its links, by kind.",
+    );
+    for (k, v) in [
+        ("arp_reply", h.arp_replies),
+        ("nd_advertisement", h.nd_replies),
+        ("echo_reply", h.echo_replies),
+        ("solicitation_sent", h.solicitations_sent),
+        ("icmp_error_sent", h.icmp_errors_sent),
+        ("packet_fragmented", h.fragmented),
+        ("fragment_made", h.fragments_made),
+        ("datagram_reassembled", h.reassembled),
+    ] {
+        let _ = writeln!(o, "espgw_host_packets_total{{kind=\"{k}\"}} {v}");
+    }
+    family(
+        &mut o,
+        "espgw_reloads_total",
+        "counter",
+        "Configuration reloads, by result.",
+    );
+    let _ = writeln!(
+        o,
+        "espgw_reloads_total{{result=\"ok\"}} {}",
+        shared.reloads.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        o,
+        "espgw_reloads_total{{result=\"refused\"}} {}",
+        shared.reload_failures.load(Ordering::Relaxed)
+    );
+    family(
+        &mut o,
+        "espgw_uptime_seconds",
+        "gauge",
+        "Seconds since the gateway started.",
+    );
+    let _ = writeln!(
+        o,
+        "espgw_uptime_seconds {}",
+        shared.started.elapsed().as_secs()
+    );
+    o
+}

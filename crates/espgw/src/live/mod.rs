@@ -1,0 +1,459 @@
+//! The live gateway (`espgw run`): binds the configured ports to Linux interfaces
+//! (AF_XDP, AF_PACKET or TUN), runs one worker thread per core asked for, and serves the
+//! control socket and the metrics endpoint. SIGHUP or `espgw reload` applies a new
+//! configuration without stopping traffic; SIGINT / SIGTERM stop it cleanly.
+
+pub mod control;
+pub mod log;
+pub mod metrics;
+pub mod shared;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use espgw_config::{Config, Format};
+use espgw_core::neighbour::NeighbourCache;
+use espgw_core::Tables;
+use espgw_crypto::CryptoProvider;
+use espgw_io::af_packet::{AfPacketPort, Fanout};
+use espgw_io::tun::TunPort;
+use espgw_io::Port;
+use espgw_wire::ethernet::{format_mac, parse_mac};
+
+use shared::{PortFacts, Shared};
+use worker::Worker;
+
+/// Which packet I/O back-end the ports use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoChoice {
+    /// AF_XDP where it loads on every port, else AF_PACKET.
+    Auto,
+    AfXdp,
+    AfPacket,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum XdpModeArg {
+    /// Zero-copy where the driver offers it, else copy.
+    Auto,
+    Copy,
+    /// Generic (skb-mode) XDP.
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FanoutArg {
+    /// By flow hash: a flow stays on one worker.
+    Hash,
+    /// Round robin: one flow (and one SA) spread over every worker.
+    RoundRobin,
+}
+
+pub struct RunOptions {
+    pub config: Option<PathBuf>,
+    pub format: Option<Format>,
+    pub io: IoChoice,
+    pub xdp_mode: XdpModeArg,
+    pub workers: Option<usize>,
+    pub pin: bool,
+    pub control: PathBuf,
+    pub metrics: Option<std::net::SocketAddr>,
+    pub fanout: FanoutArg,
+    pub ring_frames: usize,
+}
+
+/// The TUN prefix of an interface name: `interface = "tun:espgw0"`.
+const TUN_PREFIX: &str = "tun:";
+
+fn sysfs(ifname: &str, what: &str) -> Result<String, String> {
+    if ifname.is_empty() || ifname.contains('/') || ifname.len() > 15 {
+        return Err(format!("'{ifname}' is not an interface name"));
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/{what}"))
+        .map(|s| s.trim().to_string())
+        .map_err(|e| format!("interface {ifname}: {e}"))
+}
+
+/// Reads MAC and MTU of every port's interface.
+fn port_facts(cfg: &Config) -> Result<Vec<PortFacts>, String> {
+    cfg.ports
+        .iter()
+        .map(|p| {
+            let ifname = p.interface_name();
+            if let Some(tun) = ifname.strip_prefix(TUN_PREFIX) {
+                return Ok(PortFacts {
+                    interface: tun.to_string(),
+                    kind: "tun",
+                    mac: p.mac,
+                    mtu: p.mtu.unwrap_or(1500),
+                    tun: true,
+                });
+            }
+            let mac = parse_mac(&sysfs(ifname, "address")?)
+                .ok_or_else(|| format!("interface {ifname}: unreadable MAC address"))?;
+            let mtu: u16 = sysfs(ifname, "mtu")?
+                .parse()
+                .map_err(|_| format!("interface {ifname}: unreadable MTU"))?;
+            Ok(PortFacts {
+                interface: ifname.to_string(),
+                kind: "",
+                mac,
+                mtu,
+                tun: false,
+            })
+        })
+        .collect()
+}
+
+/// The configuration as the live gateway runs it: each port's MAC is its interface's,
+/// and its MTU the smaller of the interface's and the configured one.
+fn apply_facts(cfg: &mut Config, facts: &[PortFacts]) {
+    for (p, f) in cfg.ports.iter_mut().zip(facts) {
+        // The interface's own address is what peers see (AF_XDP and AF_PACKET send
+        // whatever source MAC we write, but ARP replies must agree with it).
+        p.mac = f.mac;
+        p.mtu = Some(p.mtu.map_or(f.mtu, |m| m.min(f.mtu)));
+    }
+}
+
+/// Builds tables for the live gateway: learned neighbours instead of default MACs.
+fn build_tables(
+    cfg: &Config,
+    provider: &dyn CryptoProvider,
+    previous: Option<&Tables>,
+    cache: &Arc<NeighbourCache>,
+    facts: &[PortFacts],
+) -> Result<Tables, String> {
+    let mut t = Tables::build(cfg, provider, previous).map_err(|e| e.to_string())?;
+    t.neighbours.dynamic = Some(cache.clone());
+    for (i, f) in facts.iter().enumerate() {
+        if f.tun {
+            t.neighbours.set_point_to_point(i);
+        }
+    }
+    Ok(t)
+}
+
+fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathBuf), String> {
+    match path {
+        Some(p) => Ok((
+            espgw_config::load(p, format).map_err(|e| e.to_string())?,
+            p.clone(),
+        )),
+        None => Ok((
+            espgw_config::parse(
+                espgw_config::DEFAULT_CONFIG,
+                "<built-in default>",
+                Some(Format::Native),
+            )
+            .map_err(|e| e.to_string())?,
+            PathBuf::from("<built-in default>"),
+        )),
+    }
+}
+
+/// Makes sure a BPF filesystem is mounted where libxdp keeps its pinned programs
+/// (`ip netns exec` gives each namespace a fresh /sys without it).
+fn ensure_bpffs() {
+    let mounted = std::fs::read_to_string("/proc/self/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf"))
+        })
+        .unwrap_or(false);
+    if !mounted {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "bpf", "bpf", "/sys/fs/bpf"])
+            .status();
+    }
+}
+
+fn rx_queues(ifname: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(1)
+}
+
+type PortSet = Vec<Vec<Option<Box<dyn Port + Send>>>>;
+
+fn open_xdp(
+    facts: &[PortFacts],
+    workers: usize,
+    mode: XdpModeArg,
+    frames: usize,
+) -> Result<PortSet, String> {
+    use espgw_io::af_xdp::{AfXdpPort, XdpMode};
+    ensure_bpffs();
+    let mode = match mode {
+        XdpModeArg::Auto => XdpMode::Auto,
+        XdpModeArg::Copy => XdpMode::Copy,
+        XdpModeArg::Generic => XdpMode::Generic,
+    };
+    for f in facts.iter().filter(|f| !f.tun) {
+        let q = rx_queues(&f.interface);
+        if q < workers {
+            return Err(format!(
+                "interface {} has {q} receive queue(s); AF_XDP needs one per worker ({workers})",
+                f.interface
+            ));
+        }
+    }
+    let mut set: PortSet = Vec::new();
+    for w in 0..workers {
+        let mut ports: Vec<Option<Box<dyn Port + Send>>> = Vec::new();
+        for f in facts {
+            if f.tun {
+                ports.push(None);
+                continue;
+            }
+            let p = AfXdpPort::open(&f.interface, w as u32, mode, frames.max(256) as u32)
+                .map_err(|e| e.to_string())?;
+            ports.push(Some(Box::new(p)));
+        }
+        set.push(ports);
+    }
+    Ok(set)
+}
+
+fn open_packet(
+    facts: &[PortFacts],
+    workers: usize,
+    fanout: FanoutArg,
+    frames: usize,
+) -> Result<PortSet, String> {
+    let mode = match fanout {
+        FanoutArg::Hash => Fanout::Hash,
+        FanoutArg::RoundRobin => Fanout::RoundRobin,
+    };
+    // Fanout group ids are per network namespace; make them unique per process.
+    let base = (std::process::id() as u16).wrapping_mul(16);
+    let mut set: PortSet = Vec::new();
+    for _ in 0..workers {
+        let mut ports: Vec<Option<Box<dyn Port + Send>>> = Vec::new();
+        for (i, f) in facts.iter().enumerate() {
+            if f.tun {
+                ports.push(None);
+                continue;
+            }
+            let fan = (workers > 1).then_some((base.wrapping_add(i as u16), mode));
+            let p = AfPacketPort::open(&f.interface, frames, fan).map_err(|e| e.to_string())?;
+            ports.push(Some(Box::new(p)));
+        }
+        set.push(ports);
+    }
+    Ok(set)
+}
+
+/// Opens every worker's sockets; TUN ports are served by worker 0 alone.
+fn open_ports(
+    opts: &RunOptions,
+    facts: &mut [PortFacts],
+    workers: usize,
+) -> Result<PortSet, String> {
+    let mut set = match opts.io {
+        IoChoice::AfXdp => open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames)?,
+        IoChoice::AfPacket => open_packet(facts, workers, opts.fanout, opts.ring_frames)?,
+        IoChoice::Auto => match open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::warn!("af_xdp_unavailable", "error" => e, "fallback" => "af_packet");
+                open_packet(facts, workers, opts.fanout, opts.ring_frames)?
+            }
+        },
+    };
+    for (i, f) in facts.iter_mut().enumerate() {
+        if f.tun {
+            let p = TunPort::open(&f.interface, f.mac).map_err(|e| e.to_string())?;
+            set[0][i] = Some(Box::new(p));
+            // Bring it up so the host can route into it.
+            let _ = std::process::Command::new("ip")
+                .args(["link", "set", &f.interface, "up"])
+                .status();
+        } else if let Some(Some(p)) = set[0].get(i) {
+            f.kind = p.kind();
+        }
+    }
+    Ok(set)
+}
+
+/// Applies the configuration at `path` (or the current file) to a running gateway. On
+/// any error the running configuration stays as it was.
+pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> {
+    let _g = shared.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let res = (|| {
+        let path = match path {
+            Some(p) => p,
+            None => shared
+                .config_path
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        };
+        let builtin = path == Path::new("<built-in default>");
+        let (mut cfg, path) = load(&(!builtin).then_some(path), shared.format)?;
+        let same_ports = cfg.ports.len() == shared.facts.len()
+            && cfg
+                .ports
+                .iter()
+                .zip(&shared.facts)
+                .all(|(p, f)| p.interface_name().trim_start_matches(TUN_PREFIX) == f.interface);
+        if !same_ports {
+            return Err(format!(
+                "{}: the ports changed (a reload can change SAs, policies, routes and \
+                 neighbours; new ports need a restart)",
+                path.display()
+            ));
+        }
+        apply_facts(&mut cfg, &shared.facts);
+        let old = shared.tables();
+        let t = build_tables(
+            &cfg,
+            shared.provider.as_ref(),
+            Some(&old),
+            &shared.neighbours,
+            &shared.facts,
+        )?;
+        let kept = t
+            .sas
+            .iter()
+            .filter(|s| old.sas.iter().any(|o| Arc::ptr_eq(&o.state, &s.state)))
+            .count();
+        let msg = format!(
+            "reloaded {}: {} SAs ({} carried over with their sequence numbers and replay \
+             windows), {} policies, {} routes",
+            path.display(),
+            t.sas.len(),
+            kept,
+            cfg.policies.len(),
+            cfg.routes.len()
+        );
+        shared.install(t);
+        *shared.config.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
+        *shared.config_path.lock().unwrap_or_else(|e| e.into_inner()) = path;
+        Ok(msg)
+    })();
+    match &res {
+        Ok(m) => {
+            shared.reloads.fetch_add(1, Ordering::Relaxed);
+            crate::info!("reload", "result" => "ok", "detail" => m);
+        }
+        Err(e) => {
+            shared.reload_failures.fetch_add(1, Ordering::Relaxed);
+            crate::error!("reload", "result" => "refused", "error" => e);
+        }
+    }
+    res
+}
+
+/// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
+pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), String> {
+    let (mut cfg, path) = load(&opts.config, opts.format)?;
+    let mut facts = port_facts(&cfg)?;
+    apply_facts(&mut cfg, &facts);
+    let workers = opts.workers.or(cfg.workers).unwrap_or(1);
+    if !(1..=espgw_config::MAX_WORKERS).contains(&workers) {
+        return Err(format!(
+            "workers: must be 1..={}",
+            espgw_config::MAX_WORKERS
+        ));
+    }
+    let cache = Arc::new(NeighbourCache::default());
+    let tables = build_tables(&cfg, provider.as_ref(), None, &cache, &facts)?;
+    let set = open_ports(&opts, &mut facts, workers)?;
+    for (i, f) in facts.iter().enumerate() {
+        crate::info!("port", "index" => i, "name" => cfg.ports[i].name,
+            "interface" => f.interface, "io" => f.kind, "role" => cfg.port_role(i).name(),
+            "mac" => format_mac(&f.mac), "mtu" => f.mtu);
+    }
+    let n_sas = tables.sas.len();
+    let shared = Arc::new(Shared::new(
+        tables,
+        cache,
+        workers,
+        cfg,
+        path.clone(),
+        opts.format,
+        facts,
+        provider.clone(),
+    ));
+    let cores = if opts.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut handles = Vec::new();
+    for (id, ports) in set.into_iter().enumerate() {
+        let w = Worker::new(id, shared.clone(), ports);
+        let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("espgw-worker-{id}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    w.run()
+                })
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let control = control::Server::bind(&opts.control).map_err(|e| e.to_string())?;
+    {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("espgw-control".into())
+            .spawn(move || control.serve(s))
+            .map_err(|e| e.to_string())?;
+    }
+    if let Some(addr) = opts.metrics {
+        let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("espgw-metrics".into())
+            .spawn(move || metrics::serve(l, s))
+            .map_err(|e| e.to_string())?;
+    }
+    {
+        let s = shared.clone();
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGHUP,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+        ])
+        .map_err(|e| e.to_string())?;
+        std::thread::Builder::new()
+            .name("espgw-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    if sig == signal_hook::consts::SIGHUP {
+                        let _ = reload(&s, None);
+                    } else {
+                        s.stop.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    crate::info!("started", "config" => path.display(), "workers" => workers,
+        "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),
+        "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()));
+    for h in handles {
+        let _ = h.join();
+    }
+    let _ = std::fs::remove_file(&opts.control);
+    let t = shared.totals();
+    crate::info!("stopped", "rx" => t.pipeline.rx_packets, "tx" => t.pipeline.tx_packets,
+        "encrypted" => t.pipeline.encrypted, "decrypted" => t.pipeline.decrypted,
+        "dropped" => t.pipeline.total_drops());
+    // Give the log line a moment on a pipe before the process goes.
+    std::thread::sleep(Duration::from_millis(10));
+    Ok(())
+}

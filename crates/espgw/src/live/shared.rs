@@ -1,0 +1,156 @@
+//! State the workers, the control socket and the metrics endpoint share: the current
+//! table snapshot (swapped whole on reload), learned neighbours, and what each worker
+//! last published of its counters.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use espgw_config::{Config, Format};
+use espgw_core::counters::WorkerCounters;
+use espgw_core::neighbour::NeighbourCache;
+use espgw_core::Tables;
+use espgw_crypto::CryptoProvider;
+use espgw_io::port::PortStats;
+use espgw_wire::ethernet::MacAddr;
+
+/// What the gateway found out about an interface at start (the configuration cannot
+/// change it on reload).
+#[derive(Debug, Clone)]
+pub struct PortFacts {
+    pub interface: String,
+    pub kind: &'static str,
+    pub mac: MacAddr,
+    pub mtu: u16,
+    pub tun: bool,
+}
+
+/// Work the gateway does as a host, counted per worker.
+#[derive(Debug, Clone, Default)]
+pub struct HostCounters {
+    pub arp_replies: u64,
+    pub nd_replies: u64,
+    pub echo_replies: u64,
+    pub solicitations_sent: u64,
+    pub icmp_errors_sent: u64,
+    pub fragmented: u64,
+    pub fragments_made: u64,
+    pub reassembled: u64,
+    pub held: u64,
+    pub held_released: u64,
+}
+
+impl HostCounters {
+    pub fn add(&mut self, o: &HostCounters) {
+        self.arp_replies += o.arp_replies;
+        self.nd_replies += o.nd_replies;
+        self.echo_replies += o.echo_replies;
+        self.solicitations_sent += o.solicitations_sent;
+        self.icmp_errors_sent += o.icmp_errors_sent;
+        self.fragmented += o.fragmented;
+        self.fragments_made += o.fragments_made;
+        self.reassembled += o.reassembled;
+        self.held += o.held;
+        self.held_released += o.held_released;
+    }
+}
+
+/// One worker's published counters.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerReport {
+    pub pipeline: WorkerCounters,
+    pub host: HostCounters,
+    /// Per port (index as in the configuration).
+    pub ports: Vec<PortStats>,
+}
+
+pub struct Shared {
+    tables: RwLock<Arc<Tables>>,
+    generation: AtomicU64,
+    pub stop: AtomicBool,
+    pub neighbours: Arc<NeighbourCache>,
+    pub reports: Vec<Mutex<WorkerReport>>,
+    /// The configuration in force (for `show policy` and reloads).
+    pub config: Mutex<Config>,
+    pub config_path: Mutex<PathBuf>,
+    pub format: Option<Format>,
+    pub facts: Vec<PortFacts>,
+    pub provider: Arc<dyn CryptoProvider>,
+    pub started: Instant,
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+    /// Serialises reloads (SIGHUP and the control socket may race).
+    pub reload_lock: Mutex<()>,
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        tables: Tables,
+        neighbours: Arc<NeighbourCache>,
+        workers: usize,
+        config: Config,
+        config_path: PathBuf,
+        format: Option<Format>,
+        facts: Vec<PortFacts>,
+        provider: Arc<dyn CryptoProvider>,
+    ) -> Self {
+        Shared {
+            tables: RwLock::new(Arc::new(tables)),
+            generation: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+            neighbours,
+            reports: (0..workers)
+                .map(|_| Mutex::new(WorkerReport::default()))
+                .collect(),
+            config: Mutex::new(config),
+            config_path: Mutex::new(config_path),
+            format,
+            facts,
+            provider,
+            started: Instant::now(),
+            reloads: AtomicU64::new(0),
+            reload_failures: AtomicU64::new(0),
+            reload_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn tables(&self) -> Arc<Tables> {
+        self.tables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes whenever new tables are installed; workers compare it once per loop.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn install(&self, t: Tables) {
+        *self.tables.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(t);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Every worker's report summed.
+    pub fn totals(&self) -> WorkerReport {
+        let mut t = WorkerReport {
+            ports: vec![PortStats::default(); self.facts.len()],
+            ..WorkerReport::default()
+        };
+        for r in &self.reports {
+            let r = r.lock().unwrap_or_else(|e| e.into_inner());
+            t.pipeline.add(&r.pipeline);
+            t.host.add(&r.host);
+            for (a, b) in t.ports.iter_mut().zip(r.ports.iter()) {
+                a.add(b);
+            }
+        }
+        t
+    }
+}

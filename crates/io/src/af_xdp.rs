@@ -1,0 +1,226 @@
+//! AF_XDP port: an XDP program on the interface redirects frames of a queue straight to
+//! our socket, past the kernel's network stack. libxdp loads its default redirect
+//! program when the first socket of an interface opens. Copy mode works on any driver
+//! (veth included); zero-copy where the driver supports it.
+//!
+//! The rings are driven by a C shim (`csrc/xsk_shim.c`) because libxdp's ring accessors
+//! are inline C functions; frames are copied between the UMEM and packet buffers in
+//! bursts. The `unsafe` here is the FFI boundary to that shim.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::RawFd;
+
+use espgw_core::packet::{Packet, PacketPool, MAX_FRAME};
+
+use crate::port::{Port, PortStats};
+
+/// How the socket binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Native XDP, zero-copy where the driver offers it, else copy.
+    Auto,
+    /// Native XDP, copy mode.
+    Copy,
+    /// Generic (skb) XDP: works everywhere, slowest.
+    Generic,
+}
+
+#[repr(C)]
+struct Xsk {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn espgw_xsk_quiet();
+    fn espgw_xsk_open(
+        ifname: *const libc::c_char,
+        queue: u32,
+        mode: libc::c_int,
+        nframes: u32,
+        out: *mut *mut Xsk,
+    ) -> libc::c_int;
+    fn espgw_xsk_fd(x: *mut Xsk) -> libc::c_int;
+    fn espgw_xsk_close(x: *mut Xsk);
+    fn espgw_xsk_rx(
+        x: *mut Xsk,
+        bufs: *mut *mut u8,
+        lens: *mut u32,
+        max: u32,
+        cap: u32,
+        oversized: *mut u64,
+    ) -> u32;
+    fn espgw_xsk_tx(x: *mut Xsk, frames: *const *const u8, lens: *const u32, n: u32) -> u32;
+    fn espgw_xsk_stats(x: *mut Xsk, out: *mut u64) -> libc::c_int;
+}
+
+const MAX_BURST: usize = 256;
+
+pub struct AfXdpPort {
+    name: String,
+    xsk: *mut Xsk,
+    fd: RawFd,
+    stats: PortStats,
+    kernel_drops: u64,
+    /// Per-burst scratch: packet buffers being filled, pointers and lengths.
+    rx_pkts: Vec<Packet>,
+    ptrs: Vec<*mut u8>,
+    lens: Vec<u32>,
+    tx_ptrs: Vec<*const u8>,
+}
+
+// SAFETY: the socket and its UMEM belong to this port alone and are only used through
+// `&mut self`; libxdp keeps no thread-affine state for them.
+unsafe impl Send for AfXdpPort {}
+
+impl AfXdpPort {
+    /// Opens queue `queue` of `ifname` with a UMEM of `frames` frames (half receive,
+    /// half transmit).
+    pub fn open(ifname: &str, queue: u32, mode: XdpMode, frames: u32) -> io::Result<Self> {
+        let c = CString::new(ifname)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad interface name"))?;
+        let mut x: *mut Xsk = std::ptr::null_mut();
+        let m = match mode {
+            XdpMode::Auto => 0,
+            XdpMode::Copy => 1,
+            XdpMode::Generic => 2,
+        };
+        // SAFETY: `c` is a valid C string for the call; `x` receives a pointer the shim
+        // allocated, owned by the returned port and freed in Drop.
+        let r = unsafe {
+            espgw_xsk_quiet();
+            espgw_xsk_open(c.as_ptr(), queue, m, frames, &mut x)
+        };
+        if r != 0 || x.is_null() {
+            let e = io::Error::from_raw_os_error(-r);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("AF_XDP on {ifname} queue {queue}: {e}"),
+            ));
+        }
+        // SAFETY: `x` is a live socket from the shim.
+        let fd = unsafe { espgw_xsk_fd(x) };
+        Ok(AfXdpPort {
+            name: ifname.to_string(),
+            xsk: x,
+            fd,
+            stats: PortStats::default(),
+            kernel_drops: 0,
+            rx_pkts: Vec::with_capacity(MAX_BURST),
+            ptrs: Vec::with_capacity(MAX_BURST),
+            lens: vec![0; MAX_BURST],
+            tx_ptrs: Vec::with_capacity(MAX_BURST),
+        })
+    }
+}
+
+impl Drop for AfXdpPort {
+    fn drop(&mut self) {
+        // SAFETY: closes the socket opened in `open`, exactly once.
+        unsafe { espgw_xsk_close(self.xsk) };
+    }
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn kind(&self) -> &'static str {
+        "af_xdp"
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> io::Result<usize> {
+        let max = max.min(MAX_BURST);
+        self.rx_pkts.clear();
+        self.ptrs.clear();
+        for _ in 0..max {
+            let mut p = pool.get();
+            // Room for the largest frame at the standard headroom.
+            let _ = p.load(&[]);
+            let _ = p.push_back(MAX_FRAME);
+            self.ptrs.push(p.data_mut().as_mut_ptr());
+            self.rx_pkts.push(p);
+        }
+        let mut oversized = 0u64;
+        // SAFETY: `ptrs[i]` points to MAX_FRAME writable bytes of `rx_pkts[i]`, which
+        // stay in place (boxed buffers) for the call; `lens` has room for `max` entries.
+        let n = unsafe {
+            espgw_xsk_rx(
+                self.xsk,
+                self.ptrs.as_mut_ptr(),
+                self.lens.as_mut_ptr(),
+                max as u32,
+                MAX_FRAME as u32,
+                &mut oversized,
+            )
+        } as usize;
+        self.stats.rx_dropped += oversized;
+        for (i, mut p) in self.rx_pkts.drain(..).enumerate() {
+            if i < n {
+                p.truncate(self.lens[i] as usize);
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += u64::from(self.lens[i]);
+                out.push(p);
+            } else {
+                pool.put(p);
+            }
+        }
+        Ok(n)
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
+        let mut sent_total = 0;
+        for chunk in pkts.chunks(MAX_BURST) {
+            self.tx_ptrs.clear();
+            for (i, p) in chunk.iter().enumerate() {
+                self.tx_ptrs.push(p.data().as_ptr());
+                self.lens[i] = p.len() as u32;
+            }
+            // SAFETY: every pointer refers to `lens[i]` readable bytes of a packet in
+            // `pkts`, which is not modified during the call; the shim copies them out.
+            let sent = unsafe {
+                espgw_xsk_tx(
+                    self.xsk,
+                    self.tx_ptrs.as_ptr(),
+                    self.lens.as_ptr(),
+                    chunk.len() as u32,
+                )
+            } as usize;
+            for (i, p) in chunk.iter().enumerate() {
+                if i < sent {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += p.len() as u64;
+                } else {
+                    self.stats.tx_dropped += 1;
+                }
+            }
+            sent_total += sent;
+        }
+        for p in pkts.drain(..) {
+            pool.put(p);
+        }
+        Ok(sent_total)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.fd)
+    }
+
+    fn stats(&mut self) -> PortStats {
+        let mut k = [0u64; 4];
+        // SAFETY: the shim writes four u64 into `k`.
+        if unsafe { espgw_xsk_stats(self.xsk, k.as_mut_ptr()) } == 0 {
+            // Cumulative in the kernel: report the growth since the last read.
+            let total = k[0] + k[1];
+            self.stats.rx_dropped += total.saturating_sub(self.kernel_drops);
+            self.kernel_drops = total;
+        }
+        self.stats
+    }
+}

@@ -163,7 +163,10 @@ impl PacketPool {
     /// A buffer from the pool, or a new one if it is empty (the pool then grows to the
     /// high-water mark and allocation stops).
     pub fn get(&mut self) -> Packet {
-        self.free.pop().unwrap_or_default()
+        let mut p = self.free.pop().unwrap_or_default();
+        // A recycled buffer must not carry its last verdict to a new packet.
+        p.verdict = Verdict::Pending;
+        p
     }
     pub fn put(&mut self, p: Packet) {
         self.free.push(p);

@@ -106,6 +106,11 @@ impl Worker {
             let mut work = 0;
             for port in 0..self.ports.len() {
                 work += self.poll_port(port);
+                // A next hop that just resolved releases the packets held for it before
+                // newer packets to it (from the next port) overtake them.
+                if self.shared.neighbours.version() != self.neigh_version && !self.held.is_empty() {
+                    self.release_held(Instant::now());
+                }
             }
             self.flush();
             let now = Instant::now();
@@ -326,9 +331,16 @@ impl Worker {
         }
     }
 
-    /// Releases held packets whose next hop resolved, drops the expired, retries
-    /// requests, expires reassembly, and publishes counters.
+    /// Releases held packets, expires reassembly, and publishes counters.
     fn housekeeping(&mut self, now: Instant) {
+        self.release_held(now);
+        let expired = self.reasm.expire(now);
+        self.pipeline.counters.drops[DropReason::Reassembly as usize] += expired as u64;
+        self.publish();
+    }
+
+    /// Sends held packets whose next hop resolved, drops the expired, retries requests.
+    fn release_held(&mut self, now: Instant) {
         self.neigh_version = self.shared.neighbours.version();
         let t = self.pipeline.tables().clone();
         let mut keep = VecDeque::with_capacity(self.held.len());
@@ -345,9 +357,6 @@ impl Worker {
             }
         }
         self.held = keep;
-        let expired = self.reasm.expire(now);
-        self.pipeline.counters.drops[DropReason::Reassembly as usize] += expired as u64;
-        self.publish();
     }
 
     fn flush(&mut self) {

@@ -1,0 +1,95 @@
+"""Fixtures for the live tests: the test bed of `espgw testbed` in network namespaces
+(as root), built per module and always torn down."""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STATE = pathlib.Path("/run/espgw-testbed")
+
+# The built-in default configurations' keys (public demonstration keys).
+GW1_TO_GW2 = dict(spi=0x1001, key=bytes(range(16)) + bytes.fromhex("cafe0001"))
+GW2_TO_GW1 = dict(spi=0x2001, key=bytes(range(16, 32)) + bytes.fromhex("cafe0002"))
+
+
+def espgw_bin():
+    path = os.environ.get("ESPGW_BIN")
+    if path:
+        return str(pathlib.Path(path).resolve())
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw"], cwd=ROOT, check=True)
+    return str(ROOT / "target" / "release" / "espgw")
+
+
+ESPGW = espgw_bin()
+
+
+def sh(*args, check=True, timeout=60, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, check=check, **kw)
+
+
+def nsx(ns, *args, **kw):
+    """Runs a command in test-bed namespace `ns` (h1, gw1, wan, gw2, h2)."""
+    return sh("ip", "netns", "exec", f"espgw-{ns}", *args, **kw)
+
+
+def nspopen(ns, *args, **kw):
+    return subprocess.Popen(["ip", "netns", "exec", f"espgw-{ns}", *[str(a) for a in args]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def show(gw, what):
+    r = sh(ESPGW, "show", what, "--json", "--control", STATE / f"{gw}.sock")
+    return json.loads(r.stdout)
+
+
+def metrics(gw):
+    """The gateway's /metrics page as {sample line without value: value}."""
+    code = ("import urllib.request;"
+            "print(urllib.request.urlopen('http://127.0.0.1:9101/metrics', timeout=5).read().decode())")
+    text = nsx(gw, "/usr/bin/python3", "-c", code).stdout
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def bed_up(*args):
+    r = sh(ESPGW, "testbed", "up", *args, check=False, timeout=120)
+    if r.returncode != 0:
+        sh(ESPGW, "testbed", "down", check=False)
+        raise RuntimeError(f"testbed up failed: {r.stderr}")
+
+
+def bed_down():
+    logs = {g: (STATE / f"{g}.log").read_text() if (STATE / f"{g}.log").exists() else ""
+            for g in ("gw1", "gw2")}
+    r = sh(ESPGW, "testbed", "down", check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    left = [n for n in sh("ip", "netns", "list").stdout.split() if n.startswith("espgw-")]
+    assert not left, f"namespaces left behind: {left}"
+    return logs
+
+
+def wait_for(pred, timeout=5.0, step=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+@pytest.fixture(scope="module")
+def bed():
+    """The test bed with espgw gateways on AF_XDP (the default back-end)."""
+    bed_up("--io", "af-xdp")
+    yield "af_xdp"
+    bed_down()

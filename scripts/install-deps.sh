@@ -2,7 +2,10 @@
 # Installs what building and testing espgw needs on Debian 12 (run as root). Idempotent:
 # packages already present are left alone.
 set -euo pipefail
-pkgs=(libipsec-mb-dev python3-scapy python3-pytest tshark)
+# Build: intel-ipsec-mb (crypto), libxdp + libbpf (AF_XDP). Tests: scapy, pytest, tshark;
+# the live test bed: iproute2, ethtool, ping, iperf3, procps (sysctl).
+pkgs=(libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-pytest tshark
+  iproute2 ethtool iputils-ping iperf3 procps)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,16 @@ use std::sync::{Arc, OnceLock};
 use espgw_core::Tables;
 
 pub const CONFIG: &str = r#"
+[[port]]
+name = "south"
+addresses = ["198.51.100.1/24", "2001:db8:100::1/64"]
+mtu = 1500
+
+[[port]]
+name = "north"
+addresses = ["192.0.2.2/24", "2001:db8:2::2/64"]
+mtu = 1500
+
 [[sa]]
 direction = "in"
 spi = 0x100

@@ -295,7 +295,7 @@ impl Port for AfPacketPort {
             let mac = usize::from(Self::read_u16(p, 12));
             let tci = Self::read_u16(p, 24);
             let tpid = Self::read_u16(p, 26);
-            let ok = len == snap && mac + snap <= FRAME_SIZE && snap >= 14 && snap <= MAX_FRAME;
+            let ok = len == snap && mac + snap <= FRAME_SIZE && (14..=MAX_FRAME).contains(&snap);
             if ok {
                 // SAFETY: `mac + snap` is within this slot (checked above), which the
                 // kernel handed over (status USER) and does not touch until we hand it

@@ -129,13 +129,15 @@ impl Port for TunPort {
         for p in pkts.drain(..) {
             let d = p.data();
             if d.len() > HEADER_LEN {
-                match self.file.write(&d[HEADER_LEN..]) {
-                    Ok(_) => {
+                // One write is one packet on a TUN device: all of it or nothing.
+                let ip = &d[HEADER_LEN..];
+                match self.file.write(ip) {
+                    Ok(n) if n == ip.len() => {
                         sent += 1;
                         self.stats.tx_packets += 1;
-                        self.stats.tx_bytes += (d.len() - HEADER_LEN) as u64;
+                        self.stats.tx_bytes += ip.len() as u64;
                     }
-                    Err(_) => self.stats.tx_dropped += 1,
+                    _ => self.stats.tx_dropped += 1,
                 }
             }
             pool.put(p);

@@ -1,0 +1,83 @@
+"""The TUN back-end: a host sends its own traffic into the tunnel. espgw's protected port
+is a TUN interface of the host's namespace; its unprotected port a veth to a peer
+namespace where scapy plays the other gateway (decrypts what espgw sends, and sends ESP
+that the host receives through the TUN)."""
+import json
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from conftest import ESPGW, sh, wait_for
+
+HOST, PEER = "espgw-tunhost", "espgw-tunpeer"
+TOOLS = pathlib.Path(__file__).with_name("tun_peer.py")
+
+
+def ns(n, *a, **kw):
+    return sh("ip", "netns", "exec", n, *a, **kw)
+
+
+@pytest.fixture
+def tun_bed(tmp_path):
+    for n in (HOST, PEER):
+        sh("ip", "netns", "del", n, check=False)
+        sh("ip", "netns", "add", n)
+        ns(n, "ip", "link", "set", "lo", "up")
+    sh("ip", "link", "add", "north", "netns", HOST, "type", "veth", "peer", "name", "eth0",
+       "netns", PEER)
+    ns(HOST, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+    ns(HOST, "ip", "link", "set", "north", "up")
+    ns(PEER, "ip", "addr", "add", "192.0.2.2/24", "dev", "eth0")
+    ns(PEER, "ip", "link", "set", "eth0", "up")
+    cfg = tmp_path / "tun.toml"
+    default = sh(ESPGW, "default-config").stdout
+    cfg.write_text(default.replace('name = "south"\n', 'name = "south"\ninterface = "tun:esp0"\n', 1))
+    log = open(tmp_path / "gw.log", "w")
+    ctl = tmp_path / "gw.sock"
+    gw = subprocess.Popen(["ip", "netns", "exec", HOST, ESPGW, "run", "--config", str(cfg),
+                           "--io", "af-packet", "--control", str(ctl)], stdout=log, stderr=log)
+    assert wait_for(lambda: ctl.exists(), timeout=10), (tmp_path / "gw.log").read_text()
+    # The host's own address on the TUN; the far network is reached through it.
+    assert wait_for(lambda: ns(HOST, "ip", "link", "show", "esp0", check=False).returncode == 0)
+    ns(HOST, "ip", "addr", "add", "198.51.100.2/24", "dev", "esp0")
+    ns(HOST, "ip", "link", "set", "esp0", "up")
+    ns(HOST, "ip", "route", "add", "203.0.113.0/24", "dev", "esp0")
+    yield ctl
+    sh(ESPGW, "stop", "--control", ctl, check=False)
+    try:
+        gw.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        gw.kill()
+    for n in (HOST, PEER):
+        sh("ip", "netns", "del", n, check=False)
+    left = [n for n in sh("ip", "netns", "list").stdout.split() if n in (HOST, PEER)]
+    assert not left
+
+
+def test_host_traffic_through_a_tun_port(tun_bed):
+    # Host -> tunnel: the peer decrypts what espgw encrypted.
+    cap = subprocess.Popen(["ip", "netns", "exec", PEER, "/usr/bin/python3", str(TOOLS),
+                            "decrypt", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    time.sleep(1.0)
+    ns(HOST, "/usr/bin/python3", "-c",
+       "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
+       "[s.sendto(b'from-the-host',('203.0.113.9',5555)) for _ in range(5)]")
+    out, err = cap.communicate(timeout=30)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got == {"inner_src": "198.51.100.2", "inner_dst": "203.0.113.9",
+                   "payload": "from-the-host"}, (got, err)
+    # Tunnel -> host: ESP from the peer arrives at a socket on the host through the TUN.
+    rx = subprocess.Popen(["ip", "netns", "exec", HOST, "/usr/bin/python3", "-c",
+                           "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
+                           "s.bind(('198.51.100.2',6666));s.settimeout(8);"
+                           "print(s.recvfrom(2000)[0].decode())"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    ns(PEER, "/usr/bin/python3", str(TOOLS), "send")
+    out, err = rx.communicate(timeout=30)
+    assert out.strip() == "to-the-host", err
+    st = json.loads(sh(ESPGW, "show", "stats", "--json", "--control", tun_bed).stdout)
+    assert st["encrypted"] >= 5 and st["decrypted"] >= 1, st

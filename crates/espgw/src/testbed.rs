@@ -161,8 +161,62 @@ pub fn control_path(gw: &str) -> PathBuf {
     state(&format!("{gw}.sock"))
 }
 
+fn have(tool: &str) -> bool {
+    ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(tool).exists())
+}
+
+/// The test bed needs iproute2, ethtool (to turn offloads off) and ping; on Debian, what
+/// is missing is installed (as the README's main command must work on a fresh machine).
+fn ensure_tools() -> Result<(), String> {
+    let missing: Vec<&str> = [
+        ("ip", "iproute2"),
+        ("ethtool", "ethtool"),
+        ("ping", "iputils-ping"),
+    ]
+    .iter()
+    .filter(|(t, _)| !have(t))
+    .map(|(_, p)| *p)
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !have("apt-get") {
+        return Err(format!("the test bed needs: {}", missing.join(" ")));
+    }
+    println!("installing {} (apt-get)", missing.join(" "));
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+        || (Command::new("apt-get")
+            .args(["update", "-qq"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+            && Command::new("apt-get")
+                .args(["install", "-y", "-q", "--no-install-recommends"])
+                .args(&missing)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .stdout(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("could not install {}", missing.join(" ")))
+    }
+}
+
 /// Builds the test bed and starts its gateways.
 pub fn up(a: &UpArgs) -> Result<(), String> {
+    ensure_tools()?;
     down_quiet();
     std::fs::create_dir_all(STATE_DIR).map_err(|e| format!("{STATE_DIR}: {e}"))?;
     for n in ["h1", "gw1", "wan", "gw2", "h2"] {

@@ -597,6 +597,13 @@ pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> 
         SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port))
     };
     let s = UdpSocket::bind(bind).map_err(|e| format!("bind {bind}: {e}"))?;
+    // A deep receive buffer (up to net.core.rmem_max): the receiver must not be where
+    // packets are lost when the sender's pacing bunches them.
+    let s = {
+        let s2 = socket2::Socket::from(s);
+        let _ = s2.set_recv_buffer_size(32 << 20);
+        UdpSocket::from(s2)
+    };
     s.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| e.to_string())?;
     let mut seen = vec![0u64; 1 << 16];

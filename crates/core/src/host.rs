@@ -222,7 +222,17 @@ fn ipv6(
     let multicast = dst[0] == 0xff;
     if local || (multicast && (dst == ALL_NODES || is_solicited_node_of(&dst, info))) {
         return match nh {
-            PROTO_ICMPV6 => icmpv6_local(p, hl, port, info, cache, src, dst, plen, src_mac),
+            // Neighbour discovery only from on-link senders (RFC 4861 §7.1: hop limit
+            // 255); other ICMPv6 (ping) from anywhere.
+            PROTO_ICMPV6 => icmpv6_local(
+                p,
+                hl,
+                port,
+                info,
+                cache,
+                (src, dst, plen, hop == 255),
+                src_mac,
+            ),
             PROTO_FRAGMENT if local => Triage::Fragment(hl),
             PROTO_ESP | PROTO_UDP | 0 | 43 | 60 if local => Triage::Pipeline,
             _ => Triage::Drop(DropReason::ToGateway),
@@ -258,16 +268,13 @@ fn nd_lladdr(mut opts: &[u8], kind: u8) -> Option<MacAddr> {
     None
 }
 
-#[allow(clippy::too_many_arguments)]
 fn icmpv6_local(
     p: &mut Packet,
     hl: usize,
     port: u16,
     info: &PortInfo,
     cache: &NeighbourCache,
-    src: [u8; 16],
-    dst: [u8; 16],
-    plen: usize,
+    (src, dst, plen, on_link_hop): ([u8; 16], [u8; 16], usize, bool),
     src_mac: MacAddr,
 ) -> Triage {
     let body = {
@@ -282,6 +289,7 @@ fn icmpv6_local(
     }
     let kind = body[0];
     match kind {
+        ND_NS | ND_NA if !on_link_hop => Triage::Drop(DropReason::Malformed),
         ND_NS | ND_NA if body.len() >= 24 => {
             let mut target = [0u8; 16];
             target.copy_from_slice(&body[8..24]);

@@ -30,6 +30,8 @@ const MAX_HELD: usize = 512;
 /// How long a packet waits for its next hop before it is dropped.
 const HOLD_TIME: Duration = Duration::from_secs(1);
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
+/// ICMP errors a worker sends per second at most.
+const MAX_ICMP_ERRORS_PER_SECOND: u32 = 1000;
 
 struct Held {
     pkt: Packet,
@@ -54,6 +56,8 @@ pub struct Worker {
     reasm: Reassembler,
     host: HostCounters,
     neigh_version: u64,
+    icmp_window: Instant,
+    icmp_in_window: u32,
 }
 
 impl Worker {
@@ -85,6 +89,8 @@ impl Worker {
             reasm: Reassembler::default(),
             host: HostCounters::default(),
             neigh_version: 0,
+            icmp_window: Instant::now(),
+            icmp_in_window: 0,
         }
     }
 
@@ -271,6 +277,17 @@ impl Worker {
         else {
             return;
         };
+        // Rate limit (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): a flood of oversized or
+        // expiring packets must not turn the gateway into an amplifier.
+        let now = Instant::now();
+        if now.duration_since(self.icmp_window) >= Duration::from_secs(1) {
+            self.icmp_window = now;
+            self.icmp_in_window = 0;
+        }
+        if self.icmp_in_window >= MAX_ICMP_ERRORS_PER_SECOND {
+            return;
+        }
+        self.icmp_in_window += 1;
         let mut e = self.pool.get();
         if !host::build_icmp_error(&mut e, ip, err, src) {
             self.pool.put(e);

@@ -150,6 +150,16 @@ void espgw_xsk_close(struct espgw_xsk *x)
 	free(x);
 }
 
+/* How many received frames wait (at most `max`), without taking them: lets the caller
+ * skip preparing buffers when the ring is empty (the common case of an idle poll). */
+uint32_t espgw_xsk_rx_ready(struct espgw_xsk *x, uint32_t max)
+{
+	uint32_t n = xsk_cons_nb_avail(&x->rx, max);
+	if (n == 0 && xsk_ring_prod__needs_wakeup(&x->fq))
+		recvfrom(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	return n;
+}
+
 /* Copies up to `max` received frames into bufs[i] (capacity `cap` each) and their
  * lengths into lens[i]; frames longer than `cap` are dropped and counted in *oversized.
  * Returns how many were copied. */

@@ -51,6 +51,7 @@ extern "C" {
         cap: u32,
         oversized: *mut u64,
     ) -> u32;
+    fn espgw_xsk_rx_ready(x: *mut Xsk, max: u32) -> u32;
     fn espgw_xsk_tx(x: *mut Xsk, frames: *const *const u8, lens: *const u32, n: u32) -> u32;
     fn espgw_xsk_stats(x: *mut Xsk, out: *mut u64) -> libc::c_int;
 }
@@ -136,7 +137,13 @@ impl Port for AfXdpPort {
         out: &mut Vec<Packet>,
         max: usize,
     ) -> io::Result<usize> {
-        let max = max.min(MAX_BURST);
+        // SAFETY: `xsk` is the live socket of this port.
+        let ready = unsafe { espgw_xsk_rx_ready(self.xsk, max.min(MAX_BURST) as u32) } as usize;
+        if ready == 0 {
+            return Ok(0);
+        }
+        // Buffers only for what is there (an idle poll prepares none).
+        let max = ready;
         self.rx_pkts.clear();
         self.ptrs.clear();
         for _ in 0..max {

@@ -216,6 +216,11 @@ impl Worker {
             return;
         }
         self.pipeline.process(dir, pkts);
+        // Packets held for a next hop go out before newer ones to the same hop: another
+        // worker may have learned the address since, and this burst already used it.
+        if !self.held.is_empty() {
+            self.release_held(now);
+        }
         let too_big = std::mem::take(&mut self.pipeline.too_big);
         let unresolved = std::mem::take(&mut self.pipeline.unresolved);
         let mut frags = std::mem::take(&mut self.extra);

@@ -1,7 +1,7 @@
 """Two workers per gateway: one SA's outbound sequence numbers stay unique (and
 increasing per flow) across workers, and the peer sees no false replay drops under
-load. AF_PACKET fanout spreads the traffic: by flow hash, and round robin (one flow over
-both workers)."""
+load. AF_PACKET fanout spreads the traffic by flow hash, or round robin (one flow over
+both workers); AF_XDP by receive queue (one socket per worker and queue)."""
 import collections
 import time
 
@@ -11,12 +11,17 @@ from conftest import ESPGW, GW1_TO_GW2, bed_down, bed_up, nsx, nspopen, sh, show
 from test_traffic import tshark_uat
 
 
-@pytest.fixture(scope="module", params=["hash", "round-robin"])
+@pytest.fixture(scope="module", params=["hash", "round-robin", "af-xdp"])
 def two_workers(request):
     # Pinned: a worker that migrated between cores would hand its frames to the other
     # core's veth backlog, and the kernel, not the gateway, would reorder them.
-    bed_up("--io", "af-packet", "--workers", "2", "--fanout", request.param,
-           "--run-args=--pin")
+    if request.param == "af-xdp":
+        # AF_XDP: worker N owns queue N of each interface (the veths have two); the
+        # sender's transmit queue decides which.
+        bed_up("--io", "af-xdp", "--workers", "2", "--run-args=--pin")
+    else:
+        bed_up("--io", "af-packet", "--workers", "2", "--fanout", request.param,
+               "--run-args=--pin")
     yield request.param
     bed_down()
 
@@ -54,7 +59,7 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     by_flow = collections.defaultdict(list)
     for s, port in rows:
         by_flow[port].append(int(s))
-    if two_workers == "hash":
+    if two_workers in ("hash", "af-xdp"):
         for port, v in by_flow.items():
             bad = [(i, a, b) for i, (a, b) in enumerate(zip(v, v[1:])) if a >= b]
             assert not bad, f"flow {port} not increasing: {len(bad)} of {len(v)}: {bad[:5]}"

@@ -63,6 +63,15 @@ def test_ping_the_gateways_own_addresses(bed):
     assert host_stat("gw1", "echo_replies", 4) >= 4
 
 
+def test_time_exceeded(bed):
+    # TTL 1 / hop limit 1 on arrival: the gateway answers from its own address.
+    r = nsx("h1", "ping", "-t", "1", "-c", "1", "-W", "2", "203.0.113.2", check=False)
+    assert "From 198.51.100.1" in r.stdout and "Time to live exceeded" in r.stdout, r.stdout
+    r = nsx("h1", "ping", "-6", "-t", "1", "-c", "1", "-W", "2", "2001:db8:113::2", check=False)
+    assert "From 2001:db8:100::1" in r.stdout and "Time exceeded" in r.stdout, r.stdout
+    assert wait_for(lambda: show("gw1", "stats")["drops"].get("ttl_exceeded", 0) >= 2, timeout=3)
+
+
 def test_oversized_without_df_is_fragmented_and_delivered(bed):
     before = show("gw1", "stats")["host"]["fragmented"]
     nsx("h1", "ip", "route", "flush", "cache")

@@ -186,27 +186,18 @@ fn ensure_tools() -> Result<(), String> {
         return Err(format!("the test bed needs: {}", missing.join(" ")));
     }
     println!("installing {} (apt-get)", missing.join(" "));
-    let ok = Command::new("apt-get")
-        .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-        || (Command::new("apt-get")
-            .args(["update", "-qq"])
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
             .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-            && Command::new("apt-get")
-                .args(["install", "-y", "-q", "--no-install-recommends"])
-                .args(&missing)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .stdout(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false));
+            .is_ok_and(|s| s.success())
+    };
+    let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
+    install.extend_from_slice(&missing);
+    // A fresh machine may not have package lists yet: update once and retry.
+    let ok = apt(&install) || (apt(&["update", "-qq"]) && apt(&install));
     if ok {
         Ok(())
     } else {
@@ -540,7 +531,7 @@ fn classify_frame(d: &[u8], c: &mut WatchCounts) {
 }
 
 /// What a UDP receive run counted.
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct UdpReport {
     pub packets: u64,
     pub bytes: u64,
@@ -708,18 +699,8 @@ fn measure_udp(frame: usize, v6: bool, seconds: f64) -> Result<(u64, UdpReport),
         ],
     )?;
     let sent = wait_json(tx)?["sent"].as_u64().unwrap_or(0);
-    let r: UdpReport = {
-        let v = wait_json(rx)?;
-        UdpReport {
-            packets: v["packets"].as_u64().unwrap_or(0),
-            bytes: v["bytes"].as_u64().unwrap_or(0),
-            lost: v["lost"].as_u64().unwrap_or(0),
-            duplicates: v["duplicates"].as_u64().unwrap_or(0),
-            reordered: v["reordered"].as_u64().unwrap_or(0),
-            max_seq: v["max_seq"].as_u64().unwrap_or(0),
-            seconds: v["seconds"].as_f64().unwrap_or(0.0),
-        }
-    };
+    let r: UdpReport =
+        serde_json::from_value(wait_json(rx)?).map_err(|e| format!("bad receiver report: {e}"))?;
     Ok((sent, r))
 }
 

@@ -53,6 +53,8 @@ pub struct Worker {
     tx: Vec<Vec<Packet>>,
     extra: Vec<Packet>,
     held: VecDeque<Held>,
+    /// The other half of `held`'s double buffer (empty between calls).
+    held_spare: VecDeque<Held>,
     reasm: Reassembler,
     host: HostCounters,
     neigh_version: u64,
@@ -86,6 +88,7 @@ impl Worker {
             tx: (0..n).map(|_| Vec::with_capacity(burst * 2)).collect(),
             extra: Vec::new(),
             held: VecDeque::new(),
+            held_spare: VecDeque::new(),
             reasm: Reassembler::default(),
             host: HostCounters::default(),
             neigh_version: 0,
@@ -365,8 +368,8 @@ impl Worker {
     fn release_held(&mut self, now: Instant) {
         self.neigh_version = self.shared.neighbours.version();
         let t = self.pipeline.tables().clone();
-        let mut keep = VecDeque::with_capacity(self.held.len());
-        while let Some(mut h) = self.held.pop_front() {
+        let mut pending = std::mem::replace(&mut self.held, std::mem::take(&mut self.held_spare));
+        while let Some(mut h) = pending.pop_front() {
             if let Some(mac) = t.neighbours.lookup(h.port, h.v4, h.next_hop) {
                 self.pipeline.send_to(&t, &mut h.pkt, h.port, mac, h.v4);
                 self.host.held_released += 1;
@@ -375,10 +378,10 @@ impl Worker {
                 self.drop_packet(h.pkt, DropReason::NoNeighbour);
             } else {
                 self.solicit(&t, h.port, h.v4, h.next_hop, now);
-                keep.push_back(h);
+                self.held.push_back(h);
             }
         }
-        self.held = keep;
+        self.held_spare = pending;
     }
 
     fn flush(&mut self) {

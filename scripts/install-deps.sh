@@ -2,9 +2,9 @@
 # Installs what building and testing espgw needs on Debian 12 (run as root). Idempotent:
 # packages already present are left alone.
 set -euo pipefail
-# Build: intel-ipsec-mb (crypto), libxdp + libbpf (AF_XDP). Tests: scapy, pytest, tshark;
+# Build: a C toolchain (the crates' C shims, and the linker), intel-ipsec-mb (crypto), libxdp + libbpf (AF_XDP). Tests: scapy, pytest, tshark;
 # the live test bed: iproute2, ethtool, ping, iperf3, procps (sysctl).
-pkgs=(libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-pytest tshark
+pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-pytest tshark
   iproute2 ethtool iputils-ping iperf3 procps)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -51,6 +51,13 @@ pub enum BenchCmd {
         #[arg(long)]
         quick: bool,
     },
+    /// RFC 2544 through a device under test on the test bed (or an external one):
+    /// throughput, latency, frame loss, back-to-back; JSON, Markdown, plots, HTML.
+    Rfc2544(Box<crate::rfc2544::Rfc2544Args>),
+    /// A relay that drops / reorders / duplicates every Nth test frame (the tester's
+    /// stand-in DUT; started by `bench rfc2544 --dut standin`).
+    #[command(hide = true)]
+    Standin(crate::rfc2544::standin::StandinArgs),
 }
 
 mod zeroize_free {
@@ -86,6 +93,8 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             )
         }
         BenchCmd::Spd { quick } => spd(quick),
+        BenchCmd::Rfc2544(a) => crate::rfc2544::run(*a),
+        BenchCmd::Standin(a) => crate::rfc2544::standin::run(a),
     }
 }
 

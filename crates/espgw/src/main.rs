@@ -6,6 +6,8 @@ mod gen;
 mod live;
 mod offline;
 mod report;
+mod rfc2544;
+mod strongswan;
 mod testbed;
 
 use std::path::PathBuf;

@@ -29,6 +29,10 @@ pub enum Dut {
     Espgw,
     /// Plain kernel forwarding through the same namespaces (no encryption).
     Kernel,
+    /// strongSwan's charon with its userspace data plane (kernel-libipsec) in each
+    /// gateway namespace: IKEv2 with a pre-shared key, ESP aes128gcm16 in UDP 4500.
+    /// IPv4 only.
+    Strongswan,
 }
 
 #[derive(clap::Args, Clone)]
@@ -162,28 +166,28 @@ pub fn control_path(gw: &str) -> PathBuf {
 }
 
 fn have(tool: &str) -> bool {
+    if tool.starts_with('/') {
+        return Path::new(tool).exists();
+    }
     ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         .iter()
         .any(|d| Path::new(d).join(tool).exists())
 }
 
-/// The test bed needs iproute2, ethtool (to turn offloads off) and ping; on Debian, what
-/// is missing is installed (as the README's main command must work on a fresh machine).
-fn ensure_tools() -> Result<(), String> {
-    let missing: Vec<&str> = [
-        ("ip", "iproute2"),
-        ("ethtool", "ethtool"),
-        ("ping", "iputils-ping"),
-    ]
-    .iter()
-    .filter(|(t, _)| !have(t))
-    .map(|(_, p)| *p)
-    .collect();
+/// Installs the Debian packages of the tools (name or absolute path, package) that are
+/// missing: the README's commands must work on a fresh machine.
+pub fn ensure_packages(what: &[(&str, &str)]) -> Result<(), String> {
+    let mut missing: Vec<&str> = what
+        .iter()
+        .filter(|(t, _)| !have(t))
+        .map(|(_, p)| *p)
+        .collect();
+    missing.dedup();
     if missing.is_empty() {
         return Ok(());
     }
     if !have("apt-get") {
-        return Err(format!("the test bed needs: {}", missing.join(" ")));
+        return Err(format!("needs the packages: {}", missing.join(" ")));
     }
     println!("installing {} (apt-get)", missing.join(" "));
     let apt = |args: &[&str]| {
@@ -203,6 +207,15 @@ fn ensure_tools() -> Result<(), String> {
     } else {
         Err(format!("could not install {}", missing.join(" ")))
     }
+}
+
+/// The test bed needs iproute2, ethtool (to turn offloads off) and ping.
+fn ensure_tools() -> Result<(), String> {
+    ensure_packages(&[
+        ("ip", "iproute2"),
+        ("ethtool", "ethtool"),
+        ("ping", "iputils-ping"),
+    ])
 }
 
 /// Builds the test bed and starts its gateways.
@@ -284,14 +297,20 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         in_ns(h, &["ip", "-6", "route", "add", "default", "via", gw6])?;
     }
     match a.dut {
-        Dut::Kernel => kernel_gateways()?,
+        Dut::Kernel => kernel_gateways(true)?,
         Dut::Espgw => espgw_gateways(a)?,
+        Dut::Strongswan => {
+            kernel_gateways(false)?;
+            crate::strongswan::start(&ns("gw1"), &ns("gw2"), Path::new(STATE_DIR))?;
+        }
     }
     std::fs::write(state("dut"), format!("{:?}", a.dut)).map_err(|e| e.to_string())?;
     Ok(())
 }
 
-fn kernel_gateways() -> Result<(), String> {
+/// Kernel forwarding; `far_routes`: also the routes to the other side's hosts (the
+/// strongSwan DUT routes those through its tunnel device instead).
+fn kernel_gateways(far_routes: bool) -> Result<(), String> {
     for (g, south4, south6, north4, north6, far4, far6, via4, via6) in [
         (
             "gw1",
@@ -324,8 +343,10 @@ fn kernel_gateways() -> Result<(), String> {
             in_ns(g, &["ip", "-6", "addr", "add", a6, "dev", dev, "nodad"])?;
             in_ns(g, &["ip", "link", "set", dev, "up"])?;
         }
-        in_ns(g, &["ip", "route", "add", far4, "via", via4])?;
-        in_ns(g, &["ip", "-6", "route", "add", far6, "via", via6])?;
+        if far_routes {
+            in_ns(g, &["ip", "route", "add", far4, "via", via4])?;
+            in_ns(g, &["ip", "-6", "route", "add", far6, "via", via6])?;
+        }
     }
     Ok(())
 }
@@ -427,7 +448,12 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
 
 fn down_quiet() {
     for g in ["gw1", "gw2"] {
-        let _ = crate::live::control::request(&control_path(g), &json!({"cmd": "stop"}));
+        if crate::live::control::request(&control_path(g), &json!({"cmd": "stop"})).is_err() {
+            // Not an espgw gateway (strongSwan's charon): ask it to stop by signal.
+            if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}.pid"))) {
+                let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
+            }
+        }
     }
     // Wait for the gateways to exit (they detach their XDP programs on the way out).
     for g in ["gw1", "gw2"] {

@@ -230,8 +230,18 @@ uint32_t espgw_xsk_tx(struct espgw_xsk *x, const uint8_t **frames, const uint32_
 	xsk_ring_prod__submit(&x->tx, k);
 	x->tx_in_flight += k;
 kick:
-	if (x->tx_in_flight && xsk_ring_prod__needs_wakeup(&x->tx))
-		sendto(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+	if (x->tx_in_flight && xsk_ring_prod__needs_wakeup(&x->tx)) {
+		/* In copy mode one sendto transmits at most 32 frames (the kernel's
+		 * TX_BATCH_SIZE) and answers EAGAIN while more wait in the ring; a
+		 * single kick per burst of 64 left a growing backlog (milliseconds of
+		 * latency, then drops). Kick until the ring is drained, boundedly. */
+		for (int i = 0; i < 16; i++) {
+			if (sendto(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
+				break;
+			if (errno != EAGAIN && errno != EBUSY)
+				break;
+		}
+	}
 	reclaim(x);
 	return k;
 }

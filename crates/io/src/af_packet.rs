@@ -98,19 +98,11 @@ fn last_error(what: &str, ifname: &str) -> io::Error {
     io::Error::new(e.kind(), format!("AF_PACKET on {ifname}: {what}: {e}"))
 }
 
-/// The interface index, from sysfs (in the caller's network namespace).
+/// The interface index in the calling thread's network namespace (an ioctl, not
+/// sysfs: sysfs shows the namespace it was mounted in, which a thread that entered
+/// another namespace does not share).
 pub fn ifindex(ifname: &str) -> io::Result<i32> {
-    if ifname.is_empty() || ifname.contains('/') || ifname.len() > 15 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("'{ifname}' is not an interface name"),
-        ));
-    }
-    let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
-        .map_err(|e| io::Error::new(e.kind(), format!("interface {ifname}: {e}")))?;
-    s.trim()
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad ifindex"))
+    crate::netns::if_index(ifname)
 }
 
 fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> libc::c_int {

@@ -6,10 +6,11 @@
 //!
 //! - [`af_xdp`]: AF_XDP sockets (the live default where the XDP program loads);
 //! - [`af_packet`]: AF_PACKET with PACKET_MMAP rings (fallback and explicit choice);
-//! - [`tun`]: a TUN interface, for a host's own traffic.
+//! - [`tun`]: a TUN interface, for a host's own traffic;
+//! - [`netns`]: entering a network namespace and reading interface facts there.
 //!
 //! `unsafe` is denied in the crate and allowed only in the modules at the kernel
-//! boundary (`af_xdp`, `af_packet`, `tun`), each block with its SAFETY argument.
+//! boundary (`af_xdp`, `af_packet`, `tun`, `poll`, `netns`), each block with its SAFETY argument.
 #![deny(unsafe_code)]
 
 pub mod af_packet;
@@ -19,6 +20,7 @@ pub mod af_xdp;
 #[path = "af_xdp_missing.rs"]
 pub mod af_xdp;
 pub mod memory;
+pub mod netns;
 pub mod pcap;
 pub mod poll;
 pub mod port;

@@ -1,0 +1,645 @@
+//! `espgw bench rfc2544`: the RFC 2544 benchmarks (throughput, latency, frame loss rate,
+//! back-to-back) through a device under test, with reports.
+//!
+//! - [`frame`]: test frames and their records (signature, stream, sequence, timestamp);
+//! - [`traffic`]: the generator / receiver threads on the tester's two ports;
+//! - [`search`]: the RFC's procedures over a trial function;
+//! - [`dut`]: devices under test, set up and torn down on the test bed;
+//! - [`standin`]: a relay that drops / reorders / duplicates every Nth frame (a DUT
+//!   whose losses are known exactly, for testing the tester);
+//! - [`report`], [`plot`]: JSON records, Markdown, SVG / PNG plots, one HTML page.
+//!
+//! DUTs are interleaved per frame size: for each size every DUT is brought up in turn
+//! and runs that size's tests, so slow drifts of a shared machine hit all of them.
+
+pub mod dut;
+pub mod frame;
+pub mod plot;
+pub mod report;
+pub mod search;
+pub mod standin;
+pub mod traffic;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use frame::{Flow, Template, L4};
+use report::{LatencySummary, Summary, TrialRecord};
+use search::Lossy;
+use traffic::{IoPref, RxReport, TesterPort, TxPlan, TxReport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestKind {
+    Throughput,
+    Latency,
+    Loss,
+    BackToBack,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct Rfc2544Args {
+    /// Devices under test (the tester's own ceiling through a plain veth is measured
+    /// first unless --no-ceiling).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "espgw")]
+    pub dut: Vec<dut::DutKind>,
+    /// Several DUTs in one run, trials interleaved per frame size, with the ratios of
+    /// the first to the others printed at the end (replaces --dut).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub compare: Option<Vec<dut::DutKind>>,
+    /// Frame sizes (FCS included) and/or "imix" (the IPsec IMIX, IP sizes 90/92/594/1418).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<String>>,
+    /// Which tests.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "throughput,latency,loss,back-to-back"
+    )]
+    pub tests: Vec<TestKind>,
+    /// Short trials (1 s, 0.3 s drain), two frame sizes unless --sizes, fewer repeats.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds per trial (RFC 2544: 60; --quick: 1).
+    #[arg(long)]
+    pub trial_seconds: Option<f64>,
+    /// Acceptable frame loss in percent for the throughput search (default 0).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_tolerance: f64,
+    /// Frame shape.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub proto: L4,
+    /// Traffic both ways at once (each direction at the offered rate).
+    #[arg(long)]
+    pub bidirectional: bool,
+    /// IPv6 frames (the smallest size is then 84 bytes; espgw and kernel DUTs only).
+    #[arg(long)]
+    pub ipv6: bool,
+    /// The tester's packet I/O.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub io: IoPref,
+    /// Output directory for results.json, results.md, the plots and index.html.
+    #[arg(long, default_value = "rfc2544-report")]
+    pub out: PathBuf,
+    /// Skip the tester's ceiling measurement.
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// Latency trials per frame size (RFC 2544: 20; --quick: 2; default 5).
+    #[arg(long)]
+    pub latency_trials: Option<usize>,
+    /// Back-to-back searches per frame size (RFC 2544: 50; --quick: 1; default 3).
+    #[arg(long)]
+    pub b2b_trials: Option<usize>,
+    /// Latency trials at this rate (frames per second per direction) instead of at each
+    /// DUT's throughput rate: latency of several DUTs under the same load.
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
+    /// Upper bound of the offered rate, frames per second per direction.
+    #[arg(long)]
+    pub max_rate: Option<f64>,
+    /// Gateway workers for the espgw DUT.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    #[command(flatten)]
+    pub standin: dut::StandinOptions,
+    #[command(flatten)]
+    pub external: dut::ExternalOptions,
+}
+
+/// Settings derived from the arguments.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub trial: Duration,
+    pub drain: Duration,
+    pub resolution: f64,
+    pub max_search_trials: usize,
+    pub latency_trials: usize,
+    pub b2b_trials: usize,
+    pub b2b_seconds: f64,
+}
+
+impl Profile {
+    fn from_args(a: &Rfc2544Args) -> Profile {
+        let secs = a.trial_seconds.unwrap_or(if a.quick { 1.0 } else { 60.0 });
+        Profile {
+            trial: Duration::from_secs_f64(secs.clamp(0.05, 3600.0)),
+            drain: Duration::from_secs_f64(if a.quick { 0.3 } else { 2.0 }),
+            resolution: if a.quick { 0.04 } else { 0.01 },
+            max_search_trials: if a.quick { 7 } else { 14 },
+            latency_trials: a
+                .latency_trials
+                .unwrap_or(if a.quick { 2 } else { 5 })
+                .max(1),
+            b2b_trials: a.b2b_trials.unwrap_or(if a.quick { 1 } else { 3 }).max(1),
+            b2b_seconds: if a.quick { 0.25 } else { 2.0 },
+        }
+    }
+}
+
+/// A frame size: an Ethernet frame size or the IPsec IMIX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Frame(usize),
+    Imix,
+}
+
+impl Size {
+    pub fn label(&self) -> String {
+        match self {
+            Size::Frame(n) => n.to_string(),
+            Size::Imix => "imix".into(),
+        }
+    }
+}
+
+pub const RFC_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+fn parse_sizes(a: &Rfc2544Args) -> Result<Vec<Size>, String> {
+    let default: Vec<String> = if a.quick {
+        vec!["64".into(), "1024".into()]
+    } else {
+        RFC_SIZES
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["imix".to_string()])
+            .collect()
+    };
+    a.sizes
+        .clone()
+        .unwrap_or(default)
+        .iter()
+        .map(|s| {
+            if s.eq_ignore_ascii_case("imix") {
+                Ok(Size::Imix)
+            } else {
+                s.trim()
+                    .parse()
+                    .map(Size::Frame)
+                    .map_err(|_| format!("--sizes: '{s}' is not a frame size or 'imix'"))
+            }
+        })
+        .collect()
+}
+
+/// One trial's outcome, both directions summed.
+#[derive(Clone)]
+pub struct Outcome {
+    pub requested_pps: f64,
+    pub tx: TxReport,
+    pub rx: RxReport,
+    pub directions: usize,
+}
+
+impl Outcome {
+    pub fn lost(&self) -> u64 {
+        self.tx.sent.saturating_sub(self.rx.received)
+    }
+    pub fn received_pps(&self) -> f64 {
+        let el = (self.tx.last_ns.saturating_sub(self.tx.first_ns)) as f64 / 1e9;
+        if el <= 0.0 || self.tx.sent < 2 {
+            return 0.0;
+        }
+        self.rx.received as f64 * self.offered_pps() / self.tx.sent as f64
+    }
+}
+
+impl Lossy for Outcome {
+    fn loss_ratio(&self) -> f64 {
+        if self.tx.sent == 0 {
+            return 1.0;
+        }
+        self.lost() as f64 / self.tx.sent as f64
+    }
+    /// Per direction.
+    fn offered_pps(&self) -> f64 {
+        let el = (self.tx.last_ns.saturating_sub(self.tx.first_ns)) as f64 / 1e9;
+        let per_dir = self.tx.sent as f64 / self.directions.max(1) as f64;
+        if el <= 0.0 || per_dir < 2.0 {
+            return 0.0;
+        }
+        (per_dir - 1.0) / el
+    }
+}
+
+/// How long no test frame may arrive before the DUT counts as drained.
+const QUIET: Duration = Duration::from_millis(250);
+/// The longest wait for a DUT to drain its queues after an overload.
+const SETTLE_MAX: Duration = Duration::from_secs(60);
+
+/// A direction's frames: templates and the order they are sent in.
+type Frames = (Arc<Vec<Template>>, Arc<Vec<u8>>);
+
+/// The tester's two ports and the frames of the current frame size.
+struct Bench {
+    a: TesterPort,
+    b: TesterPort,
+    ab: Frames,
+    ba: Frames,
+    bidirectional: bool,
+    trial_no: u8,
+    drain: Duration,
+    epoch: Instant,
+}
+
+impl Bench {
+    /// Waits until no test frame has arrived for [`QUIET`]: a DUT with deep queues
+    /// (strongSwan's libipsec holds many seconds of an overload) still delivers frames
+    /// of the last trial, which would steal capacity from the next one.
+    fn settle(&self) {
+        let start = Instant::now();
+        while start.elapsed() < SETTLE_MAX {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            let last = self
+                .a
+                .last_rx_ns
+                .load(Ordering::Relaxed)
+                .max(self.b.last_rx_ns.load(Ordering::Relaxed));
+            let quiet_ns = QUIET.as_nanos() as u64;
+            if now.saturating_sub(last) >= quiet_ns {
+                return;
+            }
+            std::thread::sleep(Duration::from_nanos(quiet_ns - now.saturating_sub(last)));
+        }
+    }
+
+    /// Runs one trial: `rate` per direction (0: unpaced), for at most `count` frames or
+    /// `duration`.
+    fn trial(&mut self, rate: f64, count: u64, duration: Duration) -> Result<Outcome, String> {
+        self.settle();
+        self.trial_no = self.trial_no.wrapping_add(1);
+        let t = self.trial_no;
+        let start_at = Instant::now() + Duration::from_millis(5);
+        let plan = |stream: u8, (tpl, pat): &Frames| TxPlan {
+            trial: t,
+            stream,
+            rate_pps: rate,
+            count,
+            duration,
+            templates: tpl.clone(),
+            pattern: pat.clone(),
+            start_at,
+        };
+        // B counts stream 0 (A to B); A counts stream 1 (B to A) when both ways.
+        let back = self.bidirectional.then(|| plan(1, &self.ba));
+        self.b.begin(t, vec![(0u8, count)], back);
+        let expect_back = if self.bidirectional {
+            vec![(1u8, count)]
+        } else {
+            vec![]
+        };
+        self.a.begin(t, expect_back, Some(plan(0, &self.ab)));
+        let mut tx = self.a.wait_tx()?;
+        if self.bidirectional {
+            let t2 = self.b.wait_tx()?;
+            tx.sent += t2.sent;
+            tx.bytes += t2.bytes;
+            tx.refused += t2.refused;
+            tx.first_ns = tx.first_ns.min(t2.first_ns);
+            tx.last_ns = tx.last_ns.max(t2.last_ns);
+        }
+        std::thread::sleep(self.drain);
+        let mut rx: Option<RxReport> = None;
+        for (_, r) in self.b.collect()?.into_iter().chain(self.a.collect()?) {
+            match &mut rx {
+                None => rx = Some(r),
+                Some(acc) => {
+                    acc.received += r.received;
+                    acc.duplicates += r.duplicates;
+                    acc.reordered += r.reordered;
+                    acc.stale += r.stale;
+                    acc.fragments += r.fragments;
+                    let _ = acc.latency.add(&r.latency);
+                }
+            }
+        }
+        Ok(Outcome {
+            requested_pps: rate,
+            tx,
+            rx: rx.ok_or("no receiver report")?,
+            directions: if self.bidirectional { 2 } else { 1 },
+        })
+    }
+}
+
+fn templates(
+    size: Size,
+    proto: L4,
+    src: &traffic::PortReady,
+    ips: (std::net::IpAddr, std::net::IpAddr),
+    v6: bool,
+    stream: u8,
+) -> Result<Frames, String> {
+    let dst_mac = if v6 {
+        src.gateway6_mac.ok_or("no IPv6 next hop")?
+    } else {
+        src.gateway4_mac
+    };
+    let flow = Flow {
+        src_mac: src.mac,
+        dst_mac,
+        src_ip: ips.0,
+        dst_ip: ips.1,
+        l4: proto,
+        stream,
+    };
+    match size {
+        Size::Frame(n) => Ok((
+            Arc::new(vec![Template::new(&flow, n, false)?]),
+            Arc::new(vec![0]),
+        )),
+        Size::Imix => {
+            let t: Result<Vec<Template>, String> = frame::IPSEC_IMIX
+                .iter()
+                .map(|&(l3, _)| Template::new(&flow, l3, true))
+                .collect();
+            let w: Vec<u32> = frame::IPSEC_IMIX.iter().map(|x| x.1).collect();
+            Ok((Arc::new(t?), Arc::new(frame::mix_pattern(&w, 10_000))))
+        }
+    }
+}
+
+/// Everything measured so far, written out after every block of trials.
+pub struct Results {
+    pub records: Vec<TrialRecord>,
+    pub summaries: Vec<Summary>,
+    pub interrupted: bool,
+}
+
+pub fn run(a: Rfc2544Args) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    let profile = Profile::from_args(&a);
+    let sizes = parse_sizes(&a)?;
+    let mut duts = a.compare.clone().unwrap_or_else(|| a.dut.clone());
+    duts.dedup();
+    if a.compare.as_ref().is_some_and(|c| c.len() < 2) {
+        return Err("--compare needs two or more DUTs".into());
+    }
+    if !a.no_ceiling && !duts.contains(&dut::DutKind::External) {
+        duts.insert(0, dut::DutKind::Ceiling);
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let meta = report::Meta::collect(&a, &profile, &duts, &sizes);
+    let mut results = Results {
+        records: Vec::new(),
+        summaries: Vec::new(),
+        interrupted: false,
+    };
+    let blocks = sizes.len() * duts.len();
+    let mut progress = report::Progress::new(blocks * a.tests.len());
+    'outer: for size in &sizes {
+        for kind in &duts {
+            if stop.load(Ordering::Relaxed) {
+                results.interrupted = true;
+                break 'outer;
+            }
+            let r = run_block(
+                &a,
+                &profile,
+                *kind,
+                *size,
+                &stop,
+                &mut results,
+                &mut progress,
+            );
+            report::write_all(&a.out, &meta, &results)?;
+            if let Err(e) = r {
+                if stop.load(Ordering::Relaxed) {
+                    results.interrupted = true;
+                    break 'outer;
+                }
+                return Err(format!("{} at {}: {e}", kind.name(), size.label()));
+            }
+        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        results.interrupted = true;
+    }
+    progress.finish();
+    report::write_all(&a.out, &meta, &results)?;
+    println!("{}", report::markdown(&meta, &results));
+    if let Some(c) = &a.compare {
+        println!("{}", report::ratios(&results, c));
+    }
+    println!(
+        "wrote {}/results.json, results.md, index.html and plots",
+        a.out.display()
+    );
+    if results.interrupted {
+        return Err("interrupted: partial results written".into());
+    }
+    Ok(())
+}
+
+/// Brings one DUT up, runs the tests at one frame size, tears it down.
+fn run_block(
+    a: &Rfc2544Args,
+    p: &Profile,
+    kind: dut::DutKind,
+    size: Size,
+    stop: &AtomicBool,
+    results: &mut Results,
+    progress: &mut report::Progress,
+) -> Result<(), String> {
+    progress.status(&format!("{} {}: setting up", kind.name(), size.label()));
+    let d = dut::up(kind, a)?;
+    let r = run_tests(a, p, &d, size, stop, results, progress);
+    let down = d.down();
+    r.and(down)
+}
+
+fn run_tests(
+    a: &Rfc2544Args,
+    p: &Profile,
+    d: &dut::Dut,
+    size: Size,
+    stop: &AtomicBool,
+    results: &mut Results,
+    progress: &mut report::Progress,
+) -> Result<(), String> {
+    let epoch = Instant::now();
+    let resolve = Duration::from_secs(10);
+    let (pa, pb) = TesterPort::start_pair(d.a.clone(), d.b.clone(), epoch, resolve)?;
+    let v6 = a.ipv6;
+    let (src, dst) = if v6 {
+        d.v6.ok_or("this DUT has no IPv6 path")?
+    } else {
+        d.v4
+    };
+    let ab = templates(size, a.proto, &pa.ready, (src, dst), v6, 0)?;
+    let ba = templates(size, a.proto, &pb.ready, (dst, src), v6, 1)?;
+    let mut bench = Bench {
+        a: pa,
+        b: pb,
+        ab,
+        ba,
+        bidirectional: a.bidirectional,
+        trial_no: 0,
+        drain: p.drain,
+        epoch,
+    };
+    let dut_name = d.name.clone();
+    let io = bench.a.ready.kind;
+    // Learning frames (RFC 2544 §23): the DUT and its neighbours resolve addresses.
+    let learn = bench.trial(500.0, 100, Duration::from_secs(1))?;
+    if learn.rx.received == 0 {
+        return Err(format!(
+            "{dut_name} forwarded none of 100 learning frames at {}",
+            size.label()
+        ));
+    }
+    let max_rate = a.max_rate.unwrap_or(0.0);
+    let trial_frames = |rate: f64, secs: f64| -> u64 {
+        let r = if rate > 0.0 { rate } else { 5_000_000.0 };
+        ((r * secs).ceil() as u64).clamp(1, traffic::MAX_TRIAL_FRAMES)
+    };
+    let mut summary = Summary::new(&dut_name, size, io);
+    let record = |test: &str, o: &Outcome, burst: Option<u64>, results: &mut Results| {
+        results
+            .records
+            .push(TrialRecord::new(&dut_name, test, size, a, o, burst));
+    };
+    let mut tput_rate = 0.0;
+    let mut top_rate = 0.0;
+    if a.tests.contains(&TestKind::Throughput)
+        || a.tests.contains(&TestKind::Latency)
+        || a.tests.contains(&TestKind::Loss)
+    {
+        progress.status(&format!("{dut_name} {}: throughput", size.label()));
+        let secs = p.trial.as_secs_f64();
+        let tol = a.loss_tolerance / 100.0;
+        let s = search::throughput(
+            |rate| {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("interrupted".to_string());
+                }
+                let rate = if rate == 0.0 { max_rate } else { rate };
+                let o = bench.trial(rate, trial_frames(rate, secs), p.trial)?;
+                record("throughput", &o, None, results);
+                progress.trial(&o);
+                Ok(o)
+            },
+            p.resolution,
+            p.max_search_trials,
+            tol,
+        )?;
+        top_rate = s.trials.first().map(|t| t.1.offered_pps()).unwrap_or(0.0);
+        summary.top_pps = top_rate;
+        if let Some((_, o)) = s.best() {
+            tput_rate = o.offered_pps();
+            summary.throughput_pps = tput_rate;
+            summary.throughput_mbps = tput_rate * mean_frame_bits(&bench.ab.0, &bench.ab.1) / 1e6;
+        }
+        summary.search_trials = s.trials.len();
+        progress.done_test();
+    }
+    if a.tests.contains(&TestKind::Latency) {
+        progress.status(&format!("{dut_name} {}: latency", size.label()));
+        let lat_rate = a.latency_rate.unwrap_or(tput_rate);
+        summary.latency_rate_pps = lat_rate;
+        if lat_rate > 0.0 {
+            let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
+            let mut per_trial = Vec::new();
+            for _ in 0..p.latency_trials {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("interrupted".into());
+                }
+                let o = bench.trial(
+                    lat_rate,
+                    trial_frames(lat_rate, p.trial.as_secs_f64()),
+                    p.trial,
+                )?;
+                record("latency", &o, None, results);
+                progress.trial(&o);
+                per_trial.push(LatencySummary::of(&o.rx.latency));
+                match &mut merged {
+                    None => merged = Some(o.rx.latency.clone()),
+                    Some(m) => {
+                        let _ = m.add(&o.rx.latency);
+                    }
+                }
+            }
+            summary.latency = merged.as_ref().map(LatencySummary::of);
+            summary.latency_trials = per_trial;
+        }
+        progress.done_test();
+    }
+    if a.tests.contains(&TestKind::Loss) {
+        progress.status(&format!("{dut_name} {}: frame loss", size.label()));
+        // 100% is the tester's own top rate at this size when it was measured in this
+        // run (the same offered loads for every DUT), else this DUT's first trial's.
+        let reference = results
+            .summaries
+            .iter()
+            .find(|s| s.dut == "ceiling" && s.frame_size == size.label() && s.top_pps > 0.0)
+            .map_or(top_rate, |s| s.top_pps);
+        summary.loss_reference_pps = reference;
+        let sweep = search::loss_sweep(
+            |rate| {
+                if stop.load(Ordering::Relaxed) {
+                    return Err("interrupted".to_string());
+                }
+                let o = bench.trial(rate, trial_frames(rate, p.trial.as_secs_f64()), p.trial)?;
+                record("loss", &o, None, results);
+                progress.trial(&o);
+                Ok(o)
+            },
+            reference,
+        )?;
+        summary.loss_curve = sweep
+            .iter()
+            .map(|(rate, o)| (100.0 * rate / reference.max(1.0), 100.0 * o.loss_ratio()))
+            .collect();
+        progress.done_test();
+    }
+    if a.tests.contains(&TestKind::BackToBack) {
+        progress.status(&format!("{dut_name} {}: back-to-back", size.label()));
+        let top = if top_rate > 0.0 {
+            top_rate
+        } else {
+            let o = bench.trial(max_rate, trial_frames(0.0, 0.2), Duration::from_millis(200))?;
+            o.offered_pps()
+        };
+        let max_burst = ((top * p.b2b_seconds) as u64).max(64);
+        let mut bests = Vec::new();
+        for _ in 0..p.b2b_trials {
+            let (_, best) = search::back_to_back(
+                |n| {
+                    if stop.load(Ordering::Relaxed) {
+                        return Err("interrupted".to_string());
+                    }
+                    let o = bench.trial(max_rate, n, Duration::from_secs(30))?;
+                    record("back-to-back", &o, Some(n), results);
+                    progress.trial(&o);
+                    Ok(o)
+                },
+                max_burst,
+                p.resolution,
+                p.max_search_trials + 8,
+            )?;
+            bests.push(best);
+        }
+        summary.back_to_back = Some(bests.iter().sum::<u64>() / bests.len() as u64);
+        summary.back_to_back_max_burst = max_burst;
+        progress.done_test();
+    }
+    results.summaries.push(summary);
+    report::mark_tester_bound(&mut results.summaries);
+    Ok(())
+}
+
+/// Mean frame size in bits (FCS included) over the pattern.
+fn mean_frame_bits(t: &[Template], pattern: &[u8]) -> f64 {
+    if pattern.is_empty() {
+        return 0.0;
+    }
+    let total: usize = pattern
+        .iter()
+        .map(|&i| t.get(usize::from(i)).map_or(0, |t| t.frame_size()))
+        .sum();
+    total as f64 * 8.0 / pattern.len() as f64
+}

@@ -1,0 +1,635 @@
+//! The generator and receiver: one thread per tester port, each sending its direction's
+//! frames on schedule and counting what arrives, and answering ARP / neighbour
+//! discovery for the tester's addresses (so a gateway can resolve it) with the
+//! gateway's own host logic.
+//!
+//! A thread enters its port's network namespace first, so one process drives ports in
+//! two namespaces and every timestamp comes from one monotonic clock.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use espgw_core::host::{self, Triage};
+use espgw_core::neighbour::NeighbourCache;
+use espgw_core::packet::{Packet, PacketPool};
+use espgw_core::tables::Tables;
+use espgw_io::af_packet::AfPacketPort;
+use espgw_io::af_xdp::{AfXdpPort, XdpMode};
+use espgw_io::Port;
+use hdrhistogram::Histogram;
+
+use super::frame::{parse, Record, Seen, Template};
+
+const BURST: usize = 64;
+/// Latency histogram range: 100 ns to 60 s, 3 significant digits.
+const HIST_MAX_NS: u64 = 60_000_000_000;
+/// The most sequence numbers one stream's bitmap tracks in a trial (512 MiB of bits
+/// would be 4 G frames; 2^30 frames is 18 minutes at 1 Mpps).
+pub const MAX_TRIAL_FRAMES: u64 = 1 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoPref {
+    /// AF_XDP where it opens, else AF_PACKET.
+    Auto,
+    AfXdp,
+    AfPacket,
+}
+
+/// Where a tester port lives and what addresses it answers for.
+#[derive(Debug, Clone)]
+pub struct PortPlan {
+    pub netns: Option<String>,
+    pub ifname: String,
+    pub io: IoPref,
+    /// "198.51.100.20/24" style; the first of each family is the source of frames.
+    pub addresses: Vec<String>,
+    /// Next hop for the IPv4 flow (and the IPv6 one, when given).
+    pub gateway4: IpAddr,
+    pub gateway6: Option<IpAddr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PortReady {
+    pub mac: [u8; 6],
+    pub gateway4_mac: [u8; 6],
+    pub gateway6_mac: Option<[u8; 6]>,
+    pub kind: &'static str,
+}
+
+/// One direction's sending in a trial.
+#[derive(Clone)]
+pub struct TxPlan {
+    pub trial: u8,
+    pub stream: u8,
+    /// Frames per second; 0: as fast as the port takes them.
+    pub rate_pps: f64,
+    /// The most frames to send, and the longest to send for.
+    pub count: u64,
+    pub duration: Duration,
+    pub templates: Arc<Vec<Template>>,
+    /// Template index per sequence number (cycled).
+    pub pattern: Arc<Vec<u8>>,
+    pub start_at: Instant,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TxReport {
+    pub sent: u64,
+    pub bytes: u64,
+    /// Frames the port refused (ring full): the tester's own limit, not loss.
+    pub refused: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// What one port received of one stream in a trial.
+#[derive(Clone)]
+pub struct RxReport {
+    pub received: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    /// Frames of earlier trials that arrived late (not counted as received).
+    pub stale: u64,
+    /// Non-first fragments seen (the gateways fragmented large frames).
+    pub fragments: u64,
+    pub latency: Histogram<u64>,
+}
+
+impl RxReport {
+    fn new() -> RxReport {
+        RxReport {
+            received: 0,
+            duplicates: 0,
+            reordered: 0,
+            stale: 0,
+            fragments: 0,
+            latency: Histogram::new_with_bounds(100, HIST_MAX_NS, 3).expect("static bounds"),
+        }
+    }
+}
+
+/// Counts one stream: a bit per sequence number finds duplicates; a frame with a
+/// sequence number below the highest seen is reordered (RFC 4737's definition).
+struct StreamCounter {
+    bits: Vec<u64>,
+    /// Sequence numbers at or above this were never sent in the trial.
+    limit: u64,
+    next_expected: u32,
+    report: RxReport,
+}
+
+impl StreamCounter {
+    fn new(expect: u64) -> StreamCounter {
+        let n = expect.min(MAX_TRIAL_FRAMES);
+        StreamCounter {
+            bits: vec![0; n.div_ceil(64) as usize],
+            limit: n,
+            next_expected: 0,
+            report: RxReport::new(),
+        }
+    }
+
+    fn record(&mut self, r: &Record, rx_ns: u64) {
+        let i = r.seq as usize;
+        let w = if u64::from(r.seq) < self.limit {
+            self.bits.get_mut(i / 64)
+        } else {
+            None
+        };
+        let Some(w) = w else {
+            // A sequence number this trial never sent: not ours to count.
+            self.report.stale += 1;
+            return;
+        };
+        let bit = 1u64 << (i % 64);
+        if *w & bit != 0 {
+            self.report.duplicates += 1;
+            return;
+        }
+        *w |= bit;
+        self.report.received += 1;
+        if r.seq < self.next_expected {
+            self.report.reordered += 1;
+        } else {
+            self.next_expected = r.seq.wrapping_add(1);
+        }
+        let lat = rx_ns.saturating_sub(r.tx_ns).clamp(100, HIST_MAX_NS);
+        let _ = self.report.latency.record(lat);
+    }
+}
+
+enum Cmd {
+    /// Start counting `trial` (streams expected: (stream id, most frames)), and send
+    /// `tx` if given.
+    Trial {
+        trial: u8,
+        expect: Vec<(u8, u64)>,
+        tx: Option<TxPlan>,
+    },
+    /// Stop counting and report.
+    Collect,
+    Quit,
+}
+
+enum Reply {
+    Ready(Result<PortReady, String>),
+    TxDone(TxReport),
+    Collected(Vec<(u8, RxReport)>),
+}
+
+pub struct TesterPort {
+    cmd: Sender<Cmd>,
+    reply: Receiver<Reply>,
+    thread: Option<JoinHandle<()>>,
+    pub ready: PortReady,
+    /// When the port last received a test frame (ns since the epoch).
+    pub last_rx_ns: Arc<AtomicU64>,
+}
+
+impl TesterPort {
+    /// Starts both ports' threads (each enters its namespace, opens its port and
+    /// resolves its next hops, answering the other's questions meanwhile, for up to
+    /// `resolve_for`) and waits until both are ready.
+    pub fn start_pair(
+        a: PortPlan,
+        b: PortPlan,
+        epoch: Instant,
+        resolve_for: Duration,
+    ) -> Result<(TesterPort, TesterPort), String> {
+        let spawn = |plan: PortPlan| -> Result<_, String> {
+            let (cmd_tx, cmd_rx) = channel();
+            let (rep_tx, rep_rx) = channel();
+            let last = Arc::new(AtomicU64::new(0));
+            let l2 = last.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("tester-{}", plan.ifname))
+                .spawn(move || port_thread(plan, epoch, resolve_for, cmd_rx, rep_tx, l2))
+                .map_err(|e| e.to_string())?;
+            Ok((cmd_tx, rep_rx, thread, last))
+        };
+        let pending = [spawn(a)?, spawn(b)?];
+        let mut ports = Vec::new();
+        let mut error = None;
+        for (cmd, reply, thread, last_rx_ns) in pending {
+            let ready = match reply.recv() {
+                Ok(Reply::Ready(r)) => r,
+                _ => Err("tester port thread ended".into()),
+            };
+            match ready {
+                Ok(ready) => ports.push(TesterPort {
+                    cmd,
+                    reply,
+                    thread: Some(thread),
+                    ready,
+                    last_rx_ns,
+                }),
+                Err(e) => {
+                    let _ = cmd.send(Cmd::Quit);
+                    let _ = thread.join();
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let b = ports.pop().ok_or("no port")?;
+        let a = ports.pop().ok_or("no port")?;
+        Ok((a, b))
+    }
+
+    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, tx: Option<TxPlan>) {
+        let _ = self.cmd.send(Cmd::Trial { trial, expect, tx });
+    }
+
+    /// Waits for this port's sending to finish.
+    pub fn wait_tx(&self) -> Result<TxReport, String> {
+        loop {
+            match self.reply.recv() {
+                Ok(Reply::TxDone(r)) => return Ok(r),
+                Ok(_) => continue,
+                Err(_) => return Err("tester port thread ended".into()),
+            }
+        }
+    }
+
+    pub fn collect(&self) -> Result<Vec<(u8, RxReport)>, String> {
+        let _ = self.cmd.send(Cmd::Collect);
+        loop {
+            match self.reply.recv() {
+                Ok(Reply::Collected(r)) => return Ok(r),
+                Ok(_) => continue,
+                Err(_) => return Err("tester port thread ended".into()),
+            }
+        }
+    }
+}
+
+impl Drop for TesterPort {
+    fn drop(&mut self) {
+        let _ = self.cmd.send(Cmd::Quit);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn open_port(plan: &PortPlan) -> Result<Box<dyn Port>, String> {
+    let xdp = || -> Result<Box<dyn Port>, String> {
+        crate::live::ensure_bpffs();
+        AfXdpPort::open(&plan.ifname, 0, XdpMode::Auto, 4096)
+            .map(|p| Box::new(p) as Box<dyn Port>)
+            .map_err(|e| e.to_string())
+    };
+    let packet = || -> Result<Box<dyn Port>, String> {
+        AfPacketPort::open(&plan.ifname, 4096, None)
+            .map(|p| Box::new(p) as Box<dyn Port>)
+            .map_err(|e| e.to_string())
+    };
+    match plan.io {
+        IoPref::AfXdp => xdp(),
+        IoPref::AfPacket => packet(),
+        IoPref::Auto => xdp().or_else(|_| packet()),
+    }
+}
+
+/// Tables for the host logic: one port with the tester's addresses, nothing else.
+fn host_tables(plan: &PortPlan, mac: [u8; 6]) -> Result<Tables, String> {
+    let mac_s: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+    let addrs: Vec<String> = plan.addresses.iter().map(|a| format!("\"{a}\"")).collect();
+    let text = format!(
+        "[[port]]\nname = \"tester\"\nmac = \"{}\"\naddresses = [{}]\n",
+        mac_s.join(":"),
+        addrs.join(", ")
+    );
+    let cfg = espgw_config::parse(&text, "tester", Some(espgw_config::Format::Native))
+        .map_err(|e| format!("tester addresses: {e}"))?;
+    let provider =
+        espgw_crypto::provider(espgw_crypto::ProviderChoice::Auto).map_err(|e| e.to_string())?;
+    Tables::build(&cfg, provider.as_ref(), None).map_err(|e| format!("tester tables: {e}"))
+}
+
+fn addr_u128(a: IpAddr) -> (bool, u128) {
+    match a {
+        IpAddr::V4(v) => (true, u128::from(u32::from(v))),
+        IpAddr::V6(v) => (false, u128::from(v)),
+    }
+}
+
+struct Sending {
+    plan: TxPlan,
+    next: u64,
+    report: TxReport,
+}
+
+fn port_thread(
+    plan: PortPlan,
+    epoch: Instant,
+    resolve_for: Duration,
+    cmds: Receiver<Cmd>,
+    replies: Sender<Reply>,
+    last_rx: Arc<AtomicU64>,
+) {
+    type Opened = (Box<dyn Port>, Tables, [u8; 6]);
+    let setup = || -> Result<Opened, String> {
+        if let Some(n) = &plan.netns {
+            espgw_io::netns::enter(n).map_err(|e| e.to_string())?;
+        }
+        let mac = espgw_io::netns::mac_address(&plan.ifname)
+            .map_err(|e| format!("tester port {}: {e}", plan.ifname))?;
+        let port = open_port(&plan)?;
+        let tables = host_tables(&plan, mac)?;
+        Ok((port, tables, mac))
+    };
+    let (mut port, tables, mac) = match setup() {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = replies.send(Reply::Ready(Err(e)));
+            return;
+        }
+    };
+    let cache = NeighbourCache::default();
+    let mut pool = PacketPool::new(4 * BURST);
+    let mut rx: Vec<Packet> = Vec::with_capacity(BURST);
+    let mut out: Vec<Packet> = Vec::with_capacity(BURST);
+    let fd = port.poll_fd();
+
+    // Resolve the gateways, answering the other side's questions meanwhile.
+    let mut targets = vec![plan.gateway4];
+    targets.extend(plan.gateway6);
+    let deadline = Instant::now() + resolve_for;
+    let mut last_ask = Instant::now() - Duration::from_secs(1);
+    let lookup = |a: IpAddr| {
+        let (v4, x) = addr_u128(a);
+        cache.get(v4, x)
+    };
+    while targets.iter().any(|&a| lookup(a).is_none()) {
+        if Instant::now() > deadline {
+            let missing: Vec<String> = targets
+                .iter()
+                .filter(|&&a| lookup(a).is_none())
+                .map(|a| a.to_string())
+                .collect();
+            let _ = replies.send(Reply::Ready(Err(format!(
+                "tester port {}: no answer from next hop {} (is the device under test up?)",
+                plan.ifname,
+                missing.join(", ")
+            ))));
+            return;
+        }
+        if last_ask.elapsed() > Duration::from_millis(200) {
+            last_ask = Instant::now();
+            for &a in &targets {
+                let (v4, x) = addr_u128(a);
+                let mut p = pool.get();
+                if lookup(a).is_none() && host::build_solicitation(&mut p, &tables.ports[0], v4, x)
+                {
+                    out.push(p);
+                } else {
+                    pool.put(p);
+                }
+            }
+            let _ = port.tx_burst(&mut out, &mut pool);
+        }
+        serve_rx(
+            &mut *port, &mut pool, &mut rx, &mut out, &tables, &cache, epoch, &mut None, &last_rx,
+        );
+        if let Some(fd) = fd {
+            espgw_io::poll::wait_readable(&[fd], 10);
+        }
+    }
+    let ready = PortReady {
+        mac,
+        gateway4_mac: lookup(plan.gateway4).unwrap_or_default(),
+        gateway6_mac: plan.gateway6.and_then(lookup),
+        kind: port.kind(),
+    };
+    let _ = replies.send(Reply::Ready(Ok(ready)));
+
+    let mut counting: Option<(u8, Vec<(u8, StreamCounter)>)> = None;
+    let mut sending: Option<Sending> = None;
+    loop {
+        match cmds.try_recv() {
+            Ok(Cmd::Trial { trial, expect, tx }) => {
+                let streams = expect
+                    .into_iter()
+                    .map(|(s, n)| (s, StreamCounter::new(n)))
+                    .collect();
+                counting = Some((trial, streams));
+                sending = tx.map(|plan| Sending {
+                    plan,
+                    next: 0,
+                    report: TxReport::default(),
+                });
+                if sending.as_ref().is_some_and(|s| s.plan.count == 0) {
+                    let _ = replies.send(Reply::TxDone(TxReport::default()));
+                    sending = None;
+                }
+            }
+            Ok(Cmd::Collect) => {
+                let got = counting
+                    .take()
+                    .map(|(_, v)| v.into_iter().map(|(s, c)| (s, c.report)).collect())
+                    .unwrap_or_default();
+                let _ = replies.send(Reply::Collected(got));
+            }
+            Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+        }
+        let mut busy = false;
+        if let Some(s) = &mut sending {
+            busy = true;
+            if send_due(&mut *port, &mut pool, &mut out, s, epoch) {
+                let _ = replies.send(Reply::TxDone(s.report.clone()));
+                sending = None;
+            }
+        }
+        let got = serve_rx(
+            &mut *port,
+            &mut pool,
+            &mut rx,
+            &mut out,
+            &tables,
+            &cache,
+            epoch,
+            &mut counting,
+            &last_rx,
+        );
+        if !busy && got == 0 {
+            match fd {
+                Some(fd) => {
+                    espgw_io::poll::wait_readable(&[fd], 1);
+                }
+                None => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+    }
+}
+
+/// Sends the frames due by now (at most a burst); true when the plan is done.
+fn send_due(
+    port: &mut dyn Port,
+    pool: &mut PacketPool,
+    out: &mut Vec<Packet>,
+    s: &mut Sending,
+    epoch: Instant,
+) -> bool {
+    let now = Instant::now();
+    if now < s.plan.start_at {
+        return false;
+    }
+    let due = if s.plan.rate_pps <= 0.0 {
+        s.plan.count
+    } else {
+        let el = now.duration_since(s.plan.start_at).as_secs_f64();
+        ((el * s.plan.rate_pps) as u64 + 1).min(s.plan.count)
+    };
+    // Unpaced sending stops at the trial's duration; paced sending at its frame count
+    // (with a margin for a tester running late).
+    let limit = if s.plan.rate_pps <= 0.0 {
+        s.plan.duration
+    } else {
+        s.plan.duration + Duration::from_millis(100)
+    };
+    if now.duration_since(s.plan.start_at) >= limit {
+        return true;
+    }
+    let n = due.saturating_sub(s.next).min(BURST as u64) as usize;
+    if n == 0 {
+        // Ahead of schedule: sleep until the next frame is due (at least a little:
+        // nanosleep overshoots by some 60 µs, and the frames that fall due meanwhile
+        // leave together as a small burst), never spin: the CPU belongs to the DUT.
+        let next_at = s.next as f64 / s.plan.rate_pps;
+        let wait = next_at - now.duration_since(s.plan.start_at).as_secs_f64();
+        std::thread::sleep(Duration::from_secs_f64((wait - 60e-6).clamp(20e-6, 1e-3)));
+        return false;
+    }
+    let tx_ns = epoch.elapsed().as_nanos() as u64;
+    let mut bytes = 0u64;
+    for i in 0..n as u64 {
+        let seq = s.next + i;
+        let idx = s.plan.pattern[(seq % s.plan.pattern.len() as u64) as usize];
+        let t = &s.plan.templates[usize::from(idx)];
+        let mut p = pool.get();
+        if p.load(&t.bytes).is_err() {
+            pool.put(p);
+            continue;
+        }
+        t.stamp(
+            p.data_mut(),
+            &Record {
+                trial: s.plan.trial,
+                stream: s.plan.stream,
+                seq: seq as u32,
+                tx_ns,
+            },
+        );
+        bytes += t.frame_size() as u64;
+        out.push(p);
+    }
+    let queued = out.len() as u64;
+    let sent = port.tx_burst(out, pool).unwrap_or(0) as u64;
+    out.clear();
+    if s.report.sent == 0 && sent > 0 {
+        s.report.first_ns = tx_ns;
+    }
+    if sent > 0 {
+        s.report.last_ns = tx_ns;
+    }
+    s.report.sent += sent;
+    s.report.bytes += (bytes * sent).checked_div(queued).unwrap_or(0);
+    s.report.refused += n as u64 - sent;
+    s.next += n as u64;
+    s.next >= s.plan.count
+}
+
+/// Receives a burst: test frames are counted, the rest goes to the host logic (ARP /
+/// ND answered). Returns how many frames arrived.
+#[allow(clippy::too_many_arguments)]
+fn serve_rx(
+    port: &mut dyn Port,
+    pool: &mut PacketPool,
+    rx: &mut Vec<Packet>,
+    out: &mut Vec<Packet>,
+    tables: &Tables,
+    cache: &NeighbourCache,
+    epoch: Instant,
+    counting: &mut Option<(u8, Vec<(u8, StreamCounter)>)>,
+    last_rx: &AtomicU64,
+) -> usize {
+    let n = port.rx_burst(pool, rx, BURST).unwrap_or(0);
+    if n == 0 {
+        return 0;
+    }
+    let rx_ns = epoch.elapsed().as_nanos() as u64;
+    for mut p in rx.drain(..) {
+        match parse(p.data()) {
+            Seen::Record(r) => {
+                last_rx.store(rx_ns, Ordering::Relaxed);
+                if let Some((trial, streams)) = counting {
+                    if let Some((_, c)) = streams.iter_mut().find(|(s, _)| *s == r.stream) {
+                        if r.trial == *trial {
+                            c.record(&r, rx_ns);
+                        } else {
+                            c.report.stale += 1;
+                        }
+                    }
+                }
+                pool.put(p);
+            }
+            Seen::Fragment => {
+                if let Some((_, streams)) = counting {
+                    if let Some((_, c)) = streams.first_mut() {
+                        c.report.fragments += 1;
+                    }
+                }
+                pool.put(p);
+            }
+            Seen::Other => {
+                if host::triage(&mut p, 0, tables, cache) == Triage::Reply {
+                    out.push(p);
+                } else {
+                    pool.put(p);
+                }
+            }
+        }
+    }
+    if !out.is_empty() {
+        let _ = port.tx_burst(out, pool);
+        out.clear();
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u32, tx_ns: u64) -> Record {
+        Record {
+            trial: 1,
+            stream: 0,
+            seq,
+            tx_ns,
+        }
+    }
+
+    #[test]
+    fn counter_finds_duplicates_reordering_and_foreign_sequence_numbers() {
+        let mut c = StreamCounter::new(100);
+        for s in [0, 1, 3, 2, 4, 4, 99, 5, 100, 1000] {
+            c.record(&rec(s, 1_000), 51_000);
+        }
+        let r = &c.report;
+        assert_eq!(r.received, 7, "0 1 3 2 4 99 5");
+        assert_eq!(r.duplicates, 1, "4 twice");
+        assert_eq!(r.reordered, 2, "2 after 3, 5 after 99");
+        assert_eq!(r.stale, 2, "100 and 1000 were never sent");
+        let p50 = r.latency.value_at_quantile(0.5);
+        assert!((49_900..=50_100).contains(&p50), "{p50}");
+    }
+}

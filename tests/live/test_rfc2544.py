@@ -1,0 +1,204 @@
+"""The RFC 2544 tester (`espgw bench rfc2544`) on its quick profile: against the tester's
+own ceiling, the espgw pair, plain forwarding and strongSwan; against a stand-in DUT
+whose drops, reorderings and duplicates are known exactly; its JSON checked against
+the schema with jsonschema, its plots and HTML page rendered in headless Chromium;
+Ctrl-C writes the partial results."""
+import json
+import pathlib
+import shutil
+import signal
+import subprocess
+import time
+
+import jsonschema
+import pytest
+
+from conftest import ESPGW, ROOT, sh
+
+SCHEMA = json.loads((ROOT / "docs" / "rfc2544.schema.json").read_text())
+
+
+def leftover_namespaces():
+    return [n for n in sh("ip", "netns", "list").stdout.split() if n.startswith("espgw-")]
+
+
+@pytest.fixture(autouse=True)
+def clean_namespaces():
+    yield
+    sh(ESPGW, "testbed", "down", check=False)
+    for n in leftover_namespaces():
+        sh("ip", "netns", "del", n, check=False)
+    assert not leftover_namespaces()
+
+
+def bench(out, *args, timeout=900):
+    r = sh(ESPGW, "bench", "rfc2544", "--out", out, *args, timeout=timeout, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads((pathlib.Path(out) / "results.json").read_text())
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    return doc, r.stdout
+
+
+def summary(doc, dut, size):
+    [s] = [s for s in doc["summaries"] if s["dut"] == dut and s["frame_size"] == size]
+    return s
+
+
+def check_png(path):
+    b = path.read_bytes()
+    assert b[:8] == b"\x89PNG\r\n\x1a\n", path
+    w, h = int.from_bytes(b[16:20], "big"), int.from_bytes(b[20:24], "big")
+    assert (w, h) == (820, 480), (path, w, h)
+
+
+def chromium():
+    for c in ("chromium", "chromium-browser"):
+        if shutil.which(c):
+            return c
+    pytest.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+
+
+def render(page, shot):
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-dev-shm-usage", "--no-first-run", "--virtual-time-budget=5000"]
+    url = page.resolve().as_uri()
+    dom = sh(chromium(), *flags, "--dump-dom", url, timeout=120).stdout
+    sh(chromium(), *flags, f"--screenshot={shot}", "--window-size=1400,2400", url, timeout=120)
+    return dom
+
+
+def test_espgw_and_kernel_quick_profile(tmp_path):
+    out = tmp_path / "report"
+    doc, stdout = bench(out, "--compare", "espgw,kernel", "--quick", "--sizes", "64,1024")
+    assert doc["meta"]["duts"] == ["ceiling", "espgw", "kernel"]
+    assert not doc["interrupted"]
+    for dut in ("ceiling", "espgw", "kernel"):
+        for size in ("64", "1024"):
+            s = summary(doc, dut, size)
+            # The search converged on a positive zero-loss rate, and the trial that
+            # found it lost nothing.
+            assert s["throughput_pps"] > 1000, s
+            assert 2 <= s["search_trials"] <= 7 or s["search_trials"] == 1
+            ok = [t for t in doc["trials"] if t["dut"] == dut and t["frame_size"] == size
+                  and t["test"] == "throughput" and t["lost"] == 0]
+            assert ok and max(t["offered_pps"] for t in ok) >= s["throughput_pps"] * 0.999
+            # Latency at that rate, every percentile in order.
+            lat = s["latency"]
+            assert lat["count"] > 0
+            assert lat["min_ns"] <= lat["p50_ns"] <= lat["p90_ns"] <= lat["p99_ns"] \
+                <= lat["p999_ns"] <= lat["max_ns"]
+            assert len(s["latency_trials"]) == 2
+            # Frame loss from 100% of the top rate down; back-to-back found a burst.
+            assert s["loss_curve"][0][0] == pytest.approx(100.0, abs=0.01)
+            assert s["back_to_back"] is not None and s["back_to_back"] > 0
+            if dut != "ceiling":
+                ceiling = summary(doc, "ceiling", size)["throughput_pps"]
+                assert s["tester_bound"] == (s["throughput_pps"] >= 0.9 * ceiling)
+    # Encrypting gateways are not faster than no gateway at all.
+    assert summary(doc, "espgw", "64")["throughput_pps"] <= \
+        summary(doc, "ceiling", "64")["throughput_pps"] * 1.1
+    assert "espgw / kernel" in stdout
+    # Reports: Markdown, plots as SVG and PNG, and the HTML page renders them all.
+    md = (out / "results.md").read_text()
+    assert md.count("| espgw |") == 2 and md.count("| kernel |") == 2
+    for name in ("throughput", "loss", "latency"):
+        svg = (out / f"{name}.svg").read_text()
+        assert svg.startswith("<svg") and "<polyline" in svg, name
+        check_png(out / f"{name}.png")
+    dom = render(out / "index.html", tmp_path / "page.png")
+    assert 'data-plots="3/3"' in dom, dom[:2000]
+    assert "espgw RFC 2544" in dom
+    check_shot = (tmp_path / "page.png").read_bytes()
+    assert check_shot[:4] == b"\x89PNG" and len(check_shot) > 20_000
+
+
+def expected_faults(sent, drop, hold, dup):
+    """What the stand-in does to sequence numbers 0..sent-1 (see standin.rs)."""
+    dropped = [s for s in range(sent) if s % drop == drop - 1]
+    dset = set(dropped)
+    dups = [s for s in range(sent) if s % dup == dup - 1 and s not in dset]
+    holds = [s for s in range(sent) if s % hold == hold - 2 and s not in dset]
+    # A held frame is reordered when a later frame passes before the trial ends.
+    reordered = [s for s in holds if any(t not in dset for t in range(s + 1, sent))]
+    return len(dropped), len(dups), len(reordered)
+
+
+def test_standin_faults_are_counted_exactly(tmp_path):
+    out = tmp_path / "standin"
+    doc, _ = bench(out, "--dut", "standin", "--no-ceiling", "--quick", "--sizes", "128",
+                   "--tests", "loss", "--max-rate", "20000", "--drop-every", "100",
+                   "--reorder-every", "50", "--duplicate-every", "70")
+    trials = doc["trials"]
+    assert len(trials) >= 10, len(trials)
+    for t in trials:
+        assert t["refused"] == 0, t
+        lost, dups, reordered = expected_faults(t["sent"], 100, 50, 70)
+        assert (t["lost"], t["duplicates"], t["reordered"]) == (lost, dups, reordered), t
+        assert t["lost"] > 0 and t["reordered"] > 0 and t["duplicates"] > 0
+    # One frame in a hundred lost at every load: the throughput search finds no rate.
+    s = summary(doc, "standin", "128")
+    assert s["throughput_pps"] == 0
+    assert all(abs(l - 1.0) < 0.02 for _, l in s["loss_curve"]), s["loss_curve"]
+
+
+def test_strongswan_quick_profile(tmp_path):
+    out = tmp_path / "swan"
+    doc, _ = bench(out, "--dut", "strongswan", "--no-ceiling", "--quick", "--sizes", "64",
+                   "--tests", "throughput,latency")
+    s = summary(doc, "strongswan", "64")
+    assert s["throughput_pps"] > 500, s
+    assert s["algorithm"].startswith("aes128gcm16")
+    assert s["latency"]["count"] > 0
+
+
+def test_ctrl_c_writes_partial_results(tmp_path):
+    out = tmp_path / "partial"
+    p = subprocess.Popen([ESPGW, "bench", "rfc2544", "--out", str(out), "--dut", "espgw",
+                          "--no-ceiling", "--quick", "--sizes", "64,128,256"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Interrupt in the middle of the first frame size's tests (the test bed is up after
+        # about 3 s, trials take 1.3 s each).
+        time.sleep(12)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode != 0
+    assert "interrupted" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert doc["interrupted"] is True
+    assert doc["trials"], "the trials before Ctrl-C are kept"
+    assert {t["frame_size"] for t in doc["trials"]} == {"64"}
+    assert (out / "index.html").exists() and (out / "results.md").exists()
+
+
+def test_external_dut_on_interfaces_the_user_names(tmp_path):
+    """`--dut external` drives two interfaces it is given (here a veth pair in a namespace
+    this test makes), bidirectionally, with TCP-shaped frames."""
+    ns = "espgw-ext"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "link", "add", "x0", "netns", ns, "type", "veth", "peer", "name", "x1",
+           "netns", ns)
+        for d in ("x0", "x1"):
+            sh("ip", "-n", ns, "link", "set", d, "up")
+        out = tmp_path / "ext"
+        doc, _ = bench(out, "--dut", "external", "--quick", "--sizes", "128",
+                       "--tests", "throughput", "--proto", "tcp", "--bidirectional",
+                       "--max-rate", "30000",
+                       "--port-a", "x0", "--port-b", "x1", "--netns-a", ns, "--netns-b", ns,
+                       "--addr-a", "198.51.100.20/24", "--addr-b", "198.51.100.21/24",
+                       "--gateway-a", "198.51.100.21", "--gateway-b", "198.51.100.20")
+        assert doc["meta"]["duts"] == ["external"]
+        s = summary(doc, "external", "128")
+        # Paced at 30,000 frames/s each way on a bare veth pair: nothing is lost.
+        assert s["throughput_pps"] == pytest.approx(30000, rel=0.02), s
+        [t] = [t for t in doc["trials"] if t["test"] == "throughput"]
+        assert t["proto"] == "tcp" and t["bidirectional"]
+        assert t["sent"] == t["received"] and t["sent"] >= 2 * 29000
+    finally:
+        sh("ip", "netns", "del", ns, check=False)

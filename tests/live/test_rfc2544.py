@@ -78,7 +78,7 @@ def test_espgw_and_kernel_quick_profile(tmp_path):
             # The search converged on a positive zero-loss rate, and the trial that
             # found it lost nothing.
             assert s["throughput_pps"] > 1000, s
-            assert 2 <= s["search_trials"] <= 7 or s["search_trials"] == 1
+            assert 1 <= s["search_trials"] <= 9
             ok = [t for t in doc["trials"] if t["dut"] == dut and t["frame_size"] == size
                   and t["test"] == "throughput" and t["lost"] == 0]
             assert ok and max(t["offered_pps"] for t in ok) >= s["throughput_pps"] * 0.999

@@ -424,6 +424,26 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Received frames are hostile: any bytes, any length, no panic; and a stamped
+        /// frame of any size reads back exactly.
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse(&bytes);
+        }
+
+        #[test]
+        fn stamped_records_read_back(size in 64usize..1519, seq: u32, tx_ns: u64, tcp: bool) {
+            let l4 = if tcp { L4::Tcp } else { L4::Udp };
+            let t = Template::new(&flow(true, l4), size, false).unwrap();
+            let mut buf = t.bytes.clone();
+            let r = Record { trial: 1, stream: 0, seq, tx_ns };
+            t.stamp(&mut buf, &r);
+            proptest::prop_assert_eq!(parse(&buf), Seen::Record(r));
+            proptest::prop_assert!(l4_checksum_ok(&buf, true, l4));
+        }
+    }
+
     #[test]
     fn imix_pattern_has_the_shares() {
         let w: Vec<u32> = IPSEC_IMIX.iter().map(|x| x.1).collect();

@@ -127,7 +127,7 @@ impl Profile {
             trial: Duration::from_secs_f64(secs.clamp(0.05, 3600.0)),
             drain: Duration::from_secs_f64(if a.quick { 0.3 } else { 2.0 }),
             resolution: if a.quick { 0.04 } else { 0.01 },
-            max_search_trials: if a.quick { 7 } else { 14 },
+            max_search_trials: if a.quick { 9 } else { 16 },
             latency_trials: a
                 .latency_trials
                 .unwrap_or(if a.quick { 2 } else { 5 })
@@ -505,8 +505,9 @@ fn run_tests(
     };
     let mut tput_rate = 0.0;
     let mut top_rate = 0.0;
+    // Latency at the throughput rate and the loss sweep need the search's results.
     if a.tests.contains(&TestKind::Throughput)
-        || a.tests.contains(&TestKind::Latency)
+        || (a.tests.contains(&TestKind::Latency) && a.latency_rate.is_none())
         || a.tests.contains(&TestKind::Loss)
     {
         progress.status(&format!("{dut_name} {}: throughput", size.label()));

@@ -108,7 +108,17 @@ impl Chart {
                 (0, 1)
             };
             let hi = hi.max(lo + 1);
-            (lo..=hi).map(|e| 10f64.powi(e)).collect()
+            // Decades, with 2 and 5 between them when there are few decades.
+            let subs: &[f64] = if hi - lo <= 2 {
+                &[1.0, 2.0, 5.0]
+            } else {
+                &[1.0]
+            };
+            let mut v: Vec<f64> = (lo..hi)
+                .flat_map(|e| subs.iter().map(move |m| m * 10f64.powi(e)))
+                .collect();
+            v.push(10f64.powi(hi));
+            v
         } else {
             nice_ticks(ymax * 1.05)
         };

@@ -26,10 +26,11 @@ impl<T> Search<T> {
 }
 
 /// Binary search for throughput. The first trial runs unpaced (rate 0: as fast as the
-/// tester sends), which also gives the upper bound; then the interval between the
-/// highest passing and the lowest failing rate is halved until it is narrower than
-/// `resolution` (a share of the upper bound) or `max_trials` were made. A trial whose
-/// loss is at most `tolerance` passes.
+/// tester sends), which gives the upper bound, and what the device delivered under that
+/// overload is the first probe: a device far slower than the tester is found in a few
+/// trials instead of many halvings. Then the interval between the highest passing and
+/// the lowest failing rate is halved until it is narrower than `resolution` of its upper
+/// end, or `max_trials` were made. A trial whose loss is at most `tolerance` passes.
 pub fn throughput<T: Lossy, E>(
     mut trial: impl FnMut(f64) -> Result<T, E>,
     resolution: f64,
@@ -42,6 +43,7 @@ pub fn throughput<T: Lossy, E>(
     };
     let first = trial(0.0)?;
     let top = first.offered_pps();
+    let delivered = top * (1.0 - first.loss_ratio());
     let pass = first.loss_ratio() <= tolerance;
     s.trials.push((top, first));
     if pass {
@@ -49,16 +51,21 @@ pub fn throughput<T: Lossy, E>(
         return Ok(s);
     }
     let (mut lo, mut hi) = (0.0f64, top);
-    while s.trials.len() < max_trials.max(2) && hi - lo > resolution * top {
-        let mid = (lo + hi) / 2.0;
-        let r = trial(mid)?;
+    let mut probe = if delivered > 0.0 && delivered < top {
+        delivered
+    } else {
+        top / 2.0
+    };
+    while s.trials.len() < max_trials.max(2) && hi - lo > resolution * hi {
+        let r = trial(probe)?;
         if r.loss_ratio() <= tolerance {
-            lo = mid;
+            lo = probe;
             s.best = Some(s.trials.len());
         } else {
-            hi = mid;
+            hi = probe;
         }
-        s.trials.push((mid, r));
+        s.trials.push((probe, r));
+        probe = (lo + hi) / 2.0;
     }
     Ok(s)
 }
@@ -150,8 +157,17 @@ mod tests {
     fn throughput_converges_on_the_capacity() {
         let s = throughput(device(61_000.0, 200_000.0), 0.01, 20, 0.0).unwrap();
         let (rate, _) = s.best().unwrap();
-        assert!(*rate <= 61_000.0 && *rate > 61_000.0 - 2_000.0, "{rate}");
-        assert!(s.trials.len() <= 9, "{}", s.trials.len());
+        assert!(*rate <= 61_000.0 && *rate > 61_000.0 * 0.99, "{rate}");
+        assert!(s.trials.len() <= 12, "{}", s.trials.len());
+        // The second trial probes what the device delivered under overload.
+        assert!((s.trials[1].0 - 61_000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_device_thirty_times_slower_than_the_tester_is_found() {
+        let s = throughput(device(12_000.0, 370_000.0), 0.04, 9, 0.0).unwrap();
+        let (rate, _) = s.best().unwrap();
+        assert!(*rate > 12_000.0 * 0.95 && *rate <= 12_000.0, "{rate}");
     }
 
     #[test]

@@ -195,8 +195,9 @@ def test_external_dut_on_interfaces_the_user_names(tmp_path):
                        "--gateway-a", "198.51.100.21", "--gateway-b", "198.51.100.20")
         assert doc["meta"]["duts"] == ["external"]
         s = summary(doc, "external", "128")
-        # Paced at 30,000 frames/s each way on a bare veth pair: nothing is lost.
-        assert s["throughput_pps"] == pytest.approx(30000, rel=0.02), s
+        # Paced at 30,000 frames/s each way on a bare veth pair: nothing is lost (the rate
+        # actually offered can fall a little short when the machine is busy).
+        assert 27000 <= s["throughput_pps"] <= 30600, s
         [t] = [t for t in doc["trials"] if t["test"] == "throughput"]
         assert t["proto"] == "tcp" and t["bidirectional"]
         assert t["sent"] == t["received"] and t["sent"] >= 2 * 29000

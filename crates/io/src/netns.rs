@@ -62,32 +62,30 @@ fn ioctl_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The interface's index in the calling thread's namespace.
-pub fn if_index(ifname: &str) -> io::Result<i32> {
+/// Runs an interface ioctl (`SIOCGIF*`) on `ifname` and returns the filled request.
+fn interface_ioctl(ifname: &str, request: libc::c_ulong) -> io::Result<libc::ifreq> {
     let mut req = ifreq_for(ifname)?;
     let s = ioctl_socket()?;
-    // SAFETY: SIOCGIFINDEX reads the name and writes the index inside `req`, a valid
-    // ifreq that lives across the call.
-    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFINDEX, &mut req) };
+    // SAFETY: the SIOCGIF* requests used here read the name and write their answer
+    // inside `req`, a valid ifreq that lives across the call.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), request, &mut req) };
     if r != 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(e.kind(), format!("interface {ifname}: {e}")));
     }
+    Ok(req)
+}
+
+/// The interface's index in the calling thread's namespace.
+pub fn if_index(ifname: &str) -> io::Result<i32> {
+    let req = interface_ioctl(ifname, libc::SIOCGIFINDEX)?;
     // SAFETY: after SIOCGIFINDEX succeeded the union holds the index.
     Ok(unsafe { req.ifr_ifru.ifru_ifindex })
 }
 
 /// The interface's MAC address in the calling thread's namespace.
 pub fn mac_address(ifname: &str) -> io::Result<[u8; 6]> {
-    let mut req = ifreq_for(ifname)?;
-    let s = ioctl_socket()?;
-    // SAFETY: SIOCGIFHWADDR reads the name and writes a sockaddr inside `req`, a valid
-    // ifreq that lives across the call.
-    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("interface {ifname}: {e}")));
-    }
+    let req = interface_ioctl(ifname, libc::SIOCGIFHWADDR)?;
     // SAFETY: after SIOCGIFHWADDR succeeded the union holds a sockaddr.
     let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
     let mut mac = [0u8; 6];

@@ -248,12 +248,8 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 .stdout(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("stand-in: {e}"))?;
-            let mut d = mk(
-                direct_pair(a, t).0,
-                direct_pair(a, t).1,
-                vec![t.into(), s.into()],
-                Some(child),
-            );
+            let (pa, pb) = direct_pair(a, t);
+            let mut d = mk(pa, pb, vec![t.into(), s.into()], Some(child));
             // The relay says "ready" once its ports are open.
             wait_ready(d.helper.as_mut().expect("just set"))?;
             Ok(d)

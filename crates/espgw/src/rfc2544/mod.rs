@@ -196,9 +196,9 @@ impl Outcome {
     pub fn lost(&self) -> u64 {
         self.tx.sent.saturating_sub(self.rx.received)
     }
+    /// The offered rate scaled by the share received (0 when nothing was sent).
     pub fn received_pps(&self) -> f64 {
-        let el = (self.tx.last_ns.saturating_sub(self.tx.first_ns)) as f64 / 1e9;
-        if el <= 0.0 || self.tx.sent < 2 {
+        if self.tx.sent == 0 {
             return 0.0;
         }
         self.rx.received as f64 * self.offered_pps() / self.tx.sent as f64

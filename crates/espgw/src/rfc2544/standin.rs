@@ -20,12 +20,8 @@ pub struct StandinArgs {
     pub a: String,
     #[arg(long)]
     pub b: String,
-    #[arg(long, default_value_t = 0)]
-    pub drop_every: u64,
-    #[arg(long, default_value_t = 0)]
-    pub reorder_every: u64,
-    #[arg(long, default_value_t = 0)]
-    pub duplicate_every: u64,
+    #[command(flatten)]
+    pub faults: super::dut::StandinOptions,
     /// Stops by itself after this long.
     #[arg(long, default_value_t = 3600)]
     pub max_seconds: u64,
@@ -40,7 +36,7 @@ pub enum Fault {
     Duplicate,
 }
 
-pub fn fault(a: &StandinArgs, seq: u64) -> Fault {
+pub fn fault(a: &super::dut::StandinOptions, seq: u64) -> Fault {
     let hit = |n: u64, k: u64| n > 0 && seq % n == (n + n - k) % n;
     if hit(a.drop_every, 1) {
         Fault::Drop
@@ -76,7 +72,7 @@ pub fn run(a: StandinArgs) -> Result<(), String> {
                     out.push(p);
                     continue;
                 };
-                match fault(&a, u64::from(r.seq)) {
+                match fault(&a.faults, u64::from(r.seq)) {
                     Fault::Drop => {
                         dropped += 1;
                         pool.put(p);
@@ -137,13 +133,10 @@ mod tests {
 
     #[test]
     fn faults_follow_the_sequence_arithmetic() {
-        let a = StandinArgs {
-            a: String::new(),
-            b: String::new(),
+        let a = crate::rfc2544::dut::StandinOptions {
             drop_every: 100,
             reorder_every: 50,
             duplicate_every: 70,
-            max_seconds: 1,
         };
         assert_eq!(fault(&a, 99), Fault::Drop);
         assert_eq!(fault(&a, 199), Fault::Drop);

@@ -13,13 +13,16 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let Some((&shape, text)) = data.split_first() else { return };
     let tables = espgw_fuzz::tables();
-    // SA 0 (IPv4 tunnel), 1 (IPv6 tunnel, ESN, UDP), 2 (transport over IPv4, ICV 8).
+    // SA 0 (IPv4 tunnel), 1 (IPv6 tunnel, ESN, UDP), 2 (transport over IPv4, AES-CBC+HMAC).
     let sa_idx = usize::from(shape % 3);
     let sa = &tables.sas[sa_idx];
     let seq = u64::from(shape / 3) + 1;
-    let mut esp = vec![0u8; 16 + text.len() + sa.icv_len];
-    esp[16..16 + text.len()].copy_from_slice(text);
-    if esp_out::seal_packet(sa, seq, seq.to_be_bytes(), &mut esp).is_err() {
+    // Whole cipher blocks (AES-CBC needs them; the others take any multiple of 4).
+    let text = &text[..text.len() / sa.block_len * sa.block_len];
+    let hdr = 8 + sa.iv_len;
+    let mut esp = vec![0u8; hdr + text.len() + sa.icv_len];
+    esp[hdr..hdr + text.len()].copy_from_slice(text);
+    if esp_out::seal_packet(sa, seq, &mut esp).is_err() {
         return;
     }
     let mut frame = vec![0u8; 14];

@@ -1,5 +1,6 @@
 //! Shared set-up for the fuzz targets: one gateway configuration with tunnel (IPv4 and
-//! IPv6), transport, ESN and UDP-encapsulated SAs in both directions.
+//! IPv6), transport, ESN and UDP-encapsulated SAs in both directions; AES-GCM with 16- and
+//! 12-byte ICVs, and AES-CBC with HMAC-SHA-256 (inbound transport).
 use std::sync::{Arc, OnceLock};
 
 use espgw_core::Tables;
@@ -40,9 +41,10 @@ udp_encap = true
 direction = "in"
 spi = 0x300
 mode = "transport"
-aead = "aes-192-gcm"
-key = "0x000102030405060708090a0b0c0d0e0f000102030405060701020304"
-icv = 8
+cipher = "aes-256-cbc"
+cipher_key = "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f"
+integrity = "hmac-sha256-128"
+integrity_key = "0x0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000"
 
 [[sa]]
 direction = "out"

@@ -8,6 +8,7 @@
 //! the line and the field ([`ConfigError`]).
 #![forbid(unsafe_code)]
 
+pub mod algorithms;
 pub mod error;
 pub mod model;
 pub mod native;
@@ -62,21 +63,42 @@ pub fn detect(text: &str) -> Format {
 
 /// Parses `text` (named `file` in errors) in the given or detected format and validates it.
 pub fn parse(text: &str, file: &str, format: Option<Format>) -> Result<Config, ConfigError> {
-    let cfg = match format.unwrap_or_else(|| detect(text)) {
+    parse_with(text, file, format, CryptoPolicy::default())
+}
+
+/// [`parse`], with algorithm switches given outside the file (the command line) added to
+/// those the file sets.
+pub fn parse_with(
+    text: &str,
+    file: &str,
+    format: Option<Format>,
+    policy: CryptoPolicy,
+) -> Result<Config, ConfigError> {
+    let mut cfg = match format.unwrap_or_else(|| detect(text)) {
         Format::Native => native::parse(text, file)?,
         Format::Secgw => secgw::parse(text, file)?,
         Format::Setkey => setkey::parse(text, file)?,
     };
+    cfg.policy = cfg.policy.union(policy);
     cfg.validate()?;
     Ok(cfg)
 }
 
 /// Reads and parses a file.
 pub fn load(path: &Path, format: Option<Format>) -> Result<Config, ConfigError> {
+    load_with(path, format, CryptoPolicy::default())
+}
+
+/// [`load`] with command-line algorithm switches.
+pub fn load_with(
+    path: &Path,
+    format: Option<Format>,
+    policy: CryptoPolicy,
+) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(&file, 0, "file", format!("cannot read: {e}")))?;
-    parse(&text, &file, format)
+    parse_with(&text, &file, format, policy)
 }
 
 /// The built-in default configuration: gateway 1 of the test bed, an AES-128-GCM tunnel

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use espgw_crypto::AeadAlgorithm;
+use espgw_crypto::{Encryption, Suite};
 use espgw_wire::ethernet::MacAddr;
 use zeroize::Zeroizing;
 
@@ -189,12 +189,14 @@ pub struct SaConfig {
     pub spi: u32,
     pub direction: Direction,
     pub mode: Mode,
-    pub aead: AeadAlgorithm,
-    /// The AES key, without the salt.
-    pub key: Zeroizing<Vec<u8>>,
-    /// The RFC 4106 salt (the last 4 bytes of the keying material).
-    pub salt: [u8; 4],
-    pub icv_len: usize,
+    /// ESP (encryption and/or integrity) or AH (integrity only; `suite.enc` is NULL).
+    pub proto: SaProto,
+    pub suite: Suite,
+    /// Encryption keying material as configured: the key followed by the salt or nonce the
+    /// algorithm takes (4 bytes for GCM, GMAC, CTR and ChaCha20-Poly1305, 3 for CCM).
+    pub enc_key: Zeroizing<Vec<u8>>,
+    /// The integrity key (empty for combined-mode algorithms).
+    pub auth_key: Zeroizing<Vec<u8>>,
     pub esn: bool,
     /// The last sequence number before the SA's first packet (DPDK's `esn N`): outbound
     /// sends `initial_seq + 1` first, inbound starts its replay window there.
@@ -209,7 +211,51 @@ pub struct SaConfig {
     pub loc: Location,
 }
 
+/// The IPsec protocol of an SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SaProto {
+    #[default]
+    Esp,
+    /// RFC 4302: integrity over the packet, immutable IP header fields included.
+    Ah,
+}
+
+impl SaProto {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaProto::Esp => "esp",
+            SaProto::Ah => "ah",
+        }
+    }
+}
+
+/// Algorithms that need saying yes to (from the configuration, or the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CryptoPolicy {
+    /// 3DES-CBC and HMAC-MD5-96, deprecated by RFC 8221.
+    pub allow_legacy: bool,
+    /// NULL encryption without integrity: no protection at all, for measurement only.
+    pub allow_null: bool,
+}
+
+impl CryptoPolicy {
+    pub fn union(self, o: CryptoPolicy) -> CryptoPolicy {
+        CryptoPolicy {
+            allow_legacy: self.allow_legacy || o.allow_legacy,
+            allow_null: self.allow_null || o.allow_null,
+        }
+    }
+}
+
 impl SaConfig {
+    /// The algorithms as one would name them in a report.
+    pub fn algorithm_name(&self) -> String {
+        match self.proto {
+            SaProto::Esp => self.suite.name(),
+            SaProto::Ah => format!("ah/{}", self.suite.integ.name()),
+        }
+    }
+
     /// A label for messages: the name, or the direction and SPI.
     pub fn label(&self) -> String {
         match &self.name {
@@ -314,6 +360,8 @@ pub struct Config {
     pub burst: usize,
     /// Worker threads of the live gateway (`None`: one, or `--workers`).
     pub workers: Option<usize>,
+    /// Deprecated and unprotected algorithms this configuration accepts.
+    pub policy: CryptoPolicy,
 }
 
 pub const DEFAULT_BURST: usize = 64;
@@ -367,6 +415,72 @@ impl Config {
         }
     }
 
+    /// Checks an SA's algorithms against what they need: sizes, and the policy switches
+    /// for deprecated (RFC 8221) and unprotected ones.
+    fn check_algorithms(&self, sa: &SaConfig) -> Result<(), ConfigError> {
+        let s = sa.suite;
+        if sa.proto == SaProto::Ah {
+            // Parsed and checked below, but refused: without an AH transform the data
+            // plane would treat the SA as ESP.
+            return Err(sa.loc.error(
+                "protocol",
+                "AH (RFC 4302) is not implemented in the data plane yet; use ESP (NULL encryption with an integrity algorithm gives integrity only)",
+            ));
+        }
+        s.check().map_err(|m| sa.loc.error("algorithm", m))?;
+        if sa.proto == SaProto::Ah
+            && (s.enc != Encryption::Null || s.integ == espgw_crypto::Integrity::None)
+        {
+            return Err(sa.loc.error(
+                "algorithm",
+                "AH takes an integrity algorithm and no encryption",
+            ));
+        }
+        if s.is_legacy() && !self.policy.allow_legacy {
+            return Err(sa.loc.error(
+                "algorithm",
+                format!(
+                    "{} is deprecated (RFC 8221) and refused unless the legacy switch is on: \
+                     run with --allow-legacy-crypto, or set allow_legacy_crypto = true in a native configuration",
+                    sa.algorithm_name()
+                ),
+            ));
+        }
+        if s.is_null_null() && sa.proto == SaProto::Esp && !self.policy.allow_null {
+            return Err(sa.loc.error(
+                "algorithm",
+                "NULL encryption without integrity protects nothing; it is for measurement only \
+                 and refused unless asked for: run with --allow-null-null, or set allow_null_null = true",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Warnings to print when this configuration is loaded (accepted legacy algorithms).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        for sa in &self.sas {
+            if sa.suite.is_legacy() {
+                w.push(format!(
+                    "{}:{}: SA {} uses {}, deprecated by RFC 8221 (accepted under the legacy switch)",
+                    sa.loc.file,
+                    sa.loc.line,
+                    sa.label(),
+                    sa.algorithm_name()
+                ));
+            }
+            if sa.suite.is_null_null() && sa.proto == SaProto::Esp {
+                w.push(format!(
+                    "{}:{}: SA {} uses NULL encryption without integrity: traffic is not protected",
+                    sa.loc.file,
+                    sa.loc.line,
+                    sa.label()
+                ));
+            }
+        }
+        w
+    }
+
     /// Checks what no single line can: references, duplicates, families.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.burst == 0 || self.burst > MAX_BURST {
@@ -403,6 +517,7 @@ impl Config {
                         .error("mode", "tunnel endpoints of different families"));
                 }
             }
+            self.check_algorithms(sa)?;
             if !sa.esn && sa.initial_seq >= u64::from(u32::MAX) {
                 return Err(sa
                     .loc

@@ -5,14 +5,14 @@
 
 use std::ops::Range as ByteRange;
 
-use espgw_crypto::AeadAlgorithm;
+use espgw_crypto::{Encryption, Integrity, Suite};
 use espgw_wire::ethernet::parse_mac;
 use serde::Deserialize;
 use toml::Spanned;
 use zeroize::Zeroizing;
 
+use crate::algorithms::*;
 use crate::model::*;
-use crate::secgw::split_salt;
 use crate::text::*;
 use crate::ConfigError;
 
@@ -21,6 +21,10 @@ use crate::ConfigError;
 struct RawConfig {
     burst: Option<Spanned<i64>>,
     workers: Option<Spanned<i64>>,
+    #[serde(default)]
+    allow_legacy_crypto: bool,
+    #[serde(default)]
+    allow_null_null: bool,
     #[serde(default)]
     port: Vec<Spanned<RawPort>>,
     #[serde(default)]
@@ -80,9 +84,14 @@ struct RawSa {
     mode: Spanned<String>,
     local: Option<Spanned<String>>,
     remote: Option<Spanned<String>>,
-    aead: Spanned<String>,
-    key: Spanned<String>,
+    protocol: Option<Spanned<String>>,
+    aead: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
     icv: Option<Spanned<i64>>,
+    cipher: Option<Spanned<String>>,
+    cipher_key: Option<Spanned<String>>,
+    integrity: Option<Spanned<String>>,
+    integrity_key: Option<Spanned<String>>,
     #[serde(default)]
     esn: bool,
     initial_seq: Option<u64>,
@@ -170,6 +179,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     })?;
     let mut cfg = Config {
         burst: DEFAULT_BURST,
+        policy: CryptoPolicy {
+            allow_legacy: raw.allow_legacy_crypto,
+            allow_null: raw.allow_null_null,
+        },
         ..Config::default()
     };
     if let Some(b) = &raw.burst {
@@ -320,21 +333,7 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
     let dir = direction(lines, &s.direction)?;
     let spi = u32::try_from(*s.spi.get_ref())
         .map_err(|_| lines.err(&s.spi, "spi", "must fit in 32 bits"))?;
-    let aead = match s.aead.get_ref().as_str() {
-        "aes-128-gcm" => AeadAlgorithm::AesGcm128,
-        "aes-192-gcm" => AeadAlgorithm::AesGcm192,
-        "aes-256-gcm" => AeadAlgorithm::AesGcm256,
-        o => {
-            return Err(lines.err(
-                &s.aead,
-                "aead",
-                format!("'{o}' is not supported (aes-128-gcm, aes-192-gcm, aes-256-gcm)"),
-            ))
-        }
-    };
-    let material =
-        Zeroizing::new(parse_key(s.key.get_ref()).map_err(|m| lines.err(&s.key, "key", m))?);
-    let (key, salt) = split_salt(aead, &material).map_err(|m| lines.err(&s.key, "key", m))?;
+    let (proto, suite, enc_key, auth_key) = convert_algorithms(lines, s)?;
     let addr =
         |v: &Option<Spanned<String>>, field: &str| -> Result<std::net::IpAddr, ConfigError> {
             match v {
@@ -369,19 +368,6 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
                 format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"),
             ))
         }
-    };
-    let icv_len = match &s.icv {
-        None => 16,
-        Some(v) => match v.get_ref() {
-            8 | 12 | 16 => *v.get_ref() as usize,
-            n => {
-                return Err(lines.err(
-                    v,
-                    "icv",
-                    format!("{n} is not an allowed ICV length (8, 12, 16)"),
-                ))
-            }
-        },
     };
     let replay_window = match &s.replay_window {
         None => DEFAULT_REPLAY_WINDOW,
@@ -422,10 +408,10 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
         spi,
         direction: dir,
         mode,
-        aead,
-        key: Zeroizing::new(key),
-        salt,
-        icv_len,
+        proto,
+        suite,
+        enc_key,
+        auth_key,
         esn: s.esn,
         initial_seq: s.initial_seq.unwrap_or(0),
         replay_window,
@@ -435,6 +421,133 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
         name: s.name.clone(),
         loc,
     })
+}
+
+type Keys = (SaProto, Suite, Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
+
+/// The algorithms of an SA: `aead` + `key` (+ `icv`) for combined-mode algorithms, or
+/// `cipher` + `cipher_key` with `integrity` + `integrity_key`; AH takes only the latter.
+fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError> {
+    let key_of = |v: &Option<Spanned<String>>, field: &str, at: &Spanned<String>| match v {
+        Some(k) => parse_key(k.get_ref())
+            .map(Zeroizing::new)
+            .map_err(|m| lines.err(k, field, m)),
+        None => Err(lines.err(at, field, "missing")),
+    };
+    let proto = match s.protocol.as_ref().map(|p| (p, p.get_ref().as_str())) {
+        None | Some((_, "esp")) => SaProto::Esp,
+        Some((_, "ah")) => SaProto::Ah,
+        Some((p, o)) => return Err(lines.err(p, "protocol", format!("'{o}' is not esp or ah"))),
+    };
+    if let Some(a) = &s.aead {
+        if proto == SaProto::Ah {
+            return Err(lines.err(a, "aead", "AH takes an integrity algorithm, not an AEAD"));
+        }
+        for (v, f) in [(&s.cipher, "cipher"), (&s.integrity, "integrity")] {
+            if let Some(v) = v {
+                return Err(lines.err(v, f, "an SA has either aead or cipher/integrity, not both"));
+            }
+        }
+        let mut enc = combined_by_name(a.get_ref()).ok_or_else(|| {
+            lines.err(
+                a,
+                "aead",
+                format!("'{}' is not one of: {COMBINED_NAMES}", a.get_ref()),
+            )
+        })?;
+        if let Some(v) = &s.icv {
+            let n = match v.get_ref() {
+                n @ (8 | 12 | 16) => *n as usize,
+                n => {
+                    return Err(lines.err(
+                        v,
+                        "icv",
+                        format!("{n} is not an allowed ICV length (8, 12, 16)"),
+                    ))
+                }
+            };
+            enc = match enc {
+                Encryption::AesGcm { key_len, .. } => Encryption::AesGcm {
+                    key_len,
+                    icv_len: n,
+                },
+                Encryption::AesCcm { key_len, .. } => Encryption::AesCcm {
+                    key_len,
+                    icv_len: n,
+                },
+                other if n == 16 => other,
+                other => {
+                    return Err(lines.err(v, "icv", format!("{} has a 16-byte ICV", other.name())))
+                }
+            };
+        }
+        let key = key_of(&s.key, "key", a)?;
+        check_enc_key(enc, key.len())
+            .map_err(|m| lines.err(s.key.as_ref().unwrap_or(a), "key", m))?;
+        let suite = Suite {
+            enc,
+            integ: Integrity::None,
+        };
+        return Ok((proto, suite, key, Zeroizing::new(Vec::new())));
+    }
+    if let Some(k) = &s.key {
+        return Err(lines.err(
+            k,
+            "key",
+            "key goes with aead; use cipher_key and integrity_key",
+        ));
+    }
+    if let Some(v) = &s.icv {
+        return Err(lines.err(v, "icv", "icv goes with aead (GCM, CCM)"));
+    }
+    let enc = match &s.cipher {
+        None => Encryption::Null,
+        Some(c) => {
+            if proto == SaProto::Ah {
+                return Err(lines.err(c, "cipher", "AH does not encrypt"));
+            }
+            cipher_by_name(c.get_ref()).ok_or_else(|| {
+                lines.err(
+                    c,
+                    "cipher",
+                    format!("'{}' is not one of: {CIPHER_NAMES}", c.get_ref()),
+                )
+            })?
+        }
+    };
+    let integ = match &s.integrity {
+        None => Integrity::None,
+        Some(i) => integrity_by_name(i.get_ref()).ok_or_else(|| {
+            lines.err(
+                i,
+                "integrity",
+                format!("'{}' is not one of: {INTEGRITY_NAMES}", i.get_ref()),
+            )
+        })?,
+    };
+    let enc_key = match (&s.cipher, enc) {
+        (Some(c), e) if e != Encryption::Null => {
+            let k = key_of(&s.cipher_key, "cipher_key", c)?;
+            check_enc_key(e, k.len())
+                .map_err(|m| lines.err(s.cipher_key.as_ref().unwrap_or(c), "cipher_key", m))?;
+            k
+        }
+        _ => Zeroizing::new(Vec::new()),
+    };
+    let auth_key = match &s.integrity {
+        Some(i) if integ != Integrity::None => {
+            let k = key_of(&s.integrity_key, "integrity_key", i)?;
+            check_auth_key(integ, k.len()).map_err(|m| {
+                lines.err(s.integrity_key.as_ref().unwrap_or(i), "integrity_key", m)
+            })?;
+            k
+        }
+        _ => Zeroizing::new(Vec::new()),
+    };
+    if s.cipher.is_none() && s.integrity.is_none() {
+        return Err(lines.err(&s.mode, "aead", "an SA needs aead, or cipher and integrity"));
+    }
+    Ok((proto, Suite { enc, integ }, enc_key, auth_key))
 }
 
 fn convert_policy(

@@ -12,7 +12,9 @@
 //! espgw's `replay_window N`, `icv N`, `ttl N`, `udp_sport N`/`udp_dport N` and
 //! `lifetime_{soft,hard}_{packets,bytes} N`.
 
-use espgw_crypto::AeadAlgorithm;
+use espgw_crypto::{Encryption, Integrity, Suite};
+
+use crate::algorithms::*;
 use espgw_wire::ethernet::parse_mac;
 use zeroize::Zeroizing;
 
@@ -229,43 +231,125 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
     Ok(p)
 }
 
-fn aead_from_name(s: &str) -> Result<AeadAlgorithm, String> {
-    match s {
-        "aes-128-gcm" => Ok(AeadAlgorithm::AesGcm128),
-        "aes-192-gcm" => Ok(AeadAlgorithm::AesGcm192),
-        "aes-256-gcm" => Ok(AeadAlgorithm::AesGcm256),
-        "aes-128-ccm" | "aes-192-ccm" | "aes-256-ccm" | "chacha20-poly1305" => {
-            Err(format!("AEAD algorithm '{s}' is not supported yet"))
-        }
-        o => Err(format!(
-            "unknown AEAD algorithm '{o}' (aes-128-gcm, aes-192-gcm, aes-256-gcm)"
-        )),
-    }
+/// A suite with its encryption keying material and integrity key.
+type SuiteAndKeys = (Suite, Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
+
+/// A DPDK algorithm keyword and its key, with the lines they were on.
+#[derive(Default)]
+struct AlgoSpec {
+    name: Option<(String, usize)>,
+    key: Option<(Zeroizing<Vec<u8>>, usize)>,
 }
 
-/// Splits RFC 4106 keying material (key || 4-byte salt) for `alg`.
-pub(crate) fn split_salt(
-    alg: AeadAlgorithm,
-    material: &[u8],
-) -> Result<(Vec<u8>, [u8; 4]), String> {
-    let want = alg.key_len() + 4;
-    if material.len() != want {
-        return Err(format!(
-            "{alg} needs {want} bytes of key material (a {}-byte key and a 4-byte salt), got {}",
-            alg.key_len(),
-            material.len()
+/// Builds the suite and keys from `aead_algo`/`aead_key`, or `cipher_algo`/`cipher_key`
+/// with `auth_algo`/`auth_key` (`cipher_algo null` + `auth_algo aes-gmac` is AES-GMAC).
+fn sa_algorithms(
+    loc: &Location,
+    aead: AlgoSpec,
+    cipher: AlgoSpec,
+    auth: AlgoSpec,
+) -> Result<SuiteAndKeys, ConfigError> {
+    let at = |line: usize, field: &str, m: String| ConfigError::new(&loc.file, line, field, m);
+    let key = |spec: AlgoSpec,
+               field: &str,
+               line: usize|
+     -> Result<(Zeroizing<Vec<u8>>, usize), ConfigError> {
+        spec.key.ok_or_else(|| at(line, field, "missing".into()))
+    };
+    if let Some((name, line)) = aead.name.clone() {
+        if let Some((_, l)) = cipher.name.as_ref().or(auth.name.as_ref()) {
+            return Err(at(
+                *l,
+                "aead_algo",
+                "aead_algo excludes cipher_algo and auth_algo".into(),
+            ));
+        }
+        let enc = combined_by_name(&name)
+            .filter(|e| !matches!(e, Encryption::AesGmac { .. }))
+            .ok_or_else(|| at(line, "aead_algo", format!("'{name}' is not one of: aes-128-gcm, aes-192-gcm, aes-256-gcm, aes-128-ccm, aes-192-ccm, aes-256-ccm, chacha20-poly1305")))?;
+        let (k, kl) = key(aead, "aead_key", line)?;
+        check_enc_key(enc, k.len()).map_err(|m| at(kl, "aead_key", m))?;
+        return Ok((
+            Suite {
+                enc,
+                integ: Integrity::None,
+            },
+            k,
+            Zeroizing::new(Vec::new()),
         ));
     }
-    let mut salt = [0u8; 4];
-    salt.copy_from_slice(&material[alg.key_len()..]);
-    Ok((material[..alg.key_len()].to_vec(), salt))
+    let (cname, cline) = cipher.name.clone().ok_or_else(|| {
+        loc.error(
+            "cipher_algo",
+            "missing (aead_algo, or cipher_algo and auth_algo)",
+        )
+    })?;
+    let (aname, aline) = auth
+        .name
+        .clone()
+        .ok_or_else(|| loc.error("auth_algo", "missing"))?;
+    if aname == "aes-gmac" {
+        if cname != "null" {
+            return Err(at(
+                cline,
+                "cipher_algo",
+                "auth_algo aes-gmac needs cipher_algo null".into(),
+            ));
+        }
+        let (k, kl) = key(auth, "auth_key", aline)?;
+        let key_len = k.len().saturating_sub(4);
+        let enc = Encryption::AesGmac { key_len };
+        if !matches!(key_len, 16 | 24 | 32) {
+            return Err(at(kl, "auth_key", format!("aes-gmac needs 20, 28 or 36 bytes of key material (a 16-, 24- or 32-byte key and a 4-byte salt), got {}", k.len())));
+        }
+        return Ok((
+            Suite {
+                enc,
+                integ: Integrity::None,
+            },
+            k,
+            Zeroizing::new(Vec::new()),
+        ));
+    }
+    let enc = cipher_by_name(&cname).ok_or_else(|| {
+        at(
+            cline,
+            "cipher_algo",
+            format!("'{cname}' is not one of: {CIPHER_NAMES}"),
+        )
+    })?;
+    let integ = integrity_by_name(&aname).ok_or_else(|| {
+        at(
+            aline,
+            "auth_algo",
+            format!("'{aname}' is not one of: {INTEGRITY_NAMES}, aes-gmac"),
+        )
+    })?;
+    let enc_key = if enc == Encryption::Null {
+        Zeroizing::new(Vec::new())
+    } else {
+        let (k, kl) = key(cipher, "cipher_key", cline)?;
+        check_enc_key(enc, k.len()).map_err(|m| at(kl, "cipher_key", m))?;
+        k
+    };
+    let auth_key = if integ == Integrity::None {
+        Zeroizing::new(Vec::new())
+    } else {
+        let (k, kl) = key(auth, "auth_key", aline)?;
+        check_auth_key(integ, k.len()).map_err(|m| at(kl, "auth_key", m))?;
+        k
+    };
+    Ok((Suite { enc, integ }, enc_key, auth_key))
 }
 
 fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigError> {
     let direction = parse_dir(c)?;
     let spi = c.parse("spi", parse_u32)?;
-    let mut aead = None;
-    let mut key_material: Option<(Zeroizing<Vec<u8>>, usize)> = None;
+    let (mut aead, mut cipher, mut auth) = (
+        AlgoSpec::default(),
+        AlgoSpec::default(),
+        AlgoSpec::default(),
+    );
     let mut mode_name: Option<(String, usize)> = None;
     let mut src = None;
     let mut dst = None;
@@ -273,25 +357,30 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
     let mut initial_seq = 0u64;
     let mut udp = None::<UdpEncap>;
     let mut replay_window = DEFAULT_REPLAY_WINDOW;
-    let mut icv_len = 16usize;
+    let mut icv: Option<usize> = None;
     let mut ttl = DEFAULT_TTL;
     let mut lifetime = Lifetime::default();
     while let Some(k) = c.next() {
         match k {
-            "aead_algo" => aead = Some(c.parse("aead_algo", aead_from_name)?),
-            "aead_key" => {
+            "aead_algo" | "cipher_algo" | "auth_algo" => {
                 let line = c.line();
-                key_material = Some((Zeroizing::new(c.parse("aead_key", parse_key)?), line));
+                let v = c.value(k)?.to_string();
+                let spec = match k {
+                    "aead_algo" => &mut aead,
+                    "cipher_algo" => &mut cipher,
+                    _ => &mut auth,
+                };
+                spec.name = Some((v, line));
             }
-            "cipher_algo" | "auth_algo" => {
-                let v = c.value(k)?;
-                if v != "null" || k == "cipher_algo" {
-                    c.i -= 1;
-                    return Err(c.err(k, format!("'{v}' is not supported yet: use aead_algo aes-128-gcm, aes-192-gcm or aes-256-gcm")));
-                }
-            }
-            "cipher_key" | "auth_key" => {
-                c.value(k)?;
+            "aead_key" | "cipher_key" | "auth_key" => {
+                let line = c.line();
+                let v = Zeroizing::new(c.parse(k, parse_key)?);
+                let spec = match k {
+                    "aead_key" => &mut aead,
+                    "cipher_key" => &mut cipher,
+                    _ => &mut auth,
+                };
+                spec.key = Some((v, line));
             }
             "mode" => {
                 let line = c.line();
@@ -341,10 +430,10 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "telemetry" => {}
             "replay_window" => replay_window = c.parse(k, parse_u32)?,
             "icv" => {
-                icv_len = c.parse(k, |s| match s {
+                icv = Some(c.parse(k, |s| match s {
                     "8" | "12" | "16" => Ok(s.parse().unwrap_or(16)),
                     o => Err(format!("'{o}' is not an allowed ICV length (8, 12, 16)")),
-                })?
+                })?)
             }
             "ttl" => {
                 ttl = c.parse(k, |s| {
@@ -361,15 +450,22 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             }
         }
     }
-    let aead = aead.ok_or_else(|| {
-        loc.error(
-            "aead_algo",
-            "missing (aes-128-gcm, aes-192-gcm or aes-256-gcm)",
-        )
-    })?;
-    let (material, key_line) = key_material.ok_or_else(|| loc.error("aead_key", "missing"))?;
-    let (key, salt) = split_salt(aead, &material)
-        .map_err(|m| ConfigError::new(&loc.file, key_line, "aead_key", m))?;
+    let (mut suite, enc_key, auth_key) = sa_algorithms(&loc, aead, cipher, auth)?;
+    if let Some(n) = icv {
+        // espgw's extension: a truncated GCM/CCM ICV (RFC 4106/4309 allow 8 and 12).
+        suite.enc = match suite.enc {
+            Encryption::AesGcm { key_len, .. } => Encryption::AesGcm {
+                key_len,
+                icv_len: n,
+            },
+            Encryption::AesCcm { key_len, .. } => Encryption::AesCcm {
+                key_len,
+                icv_len: n,
+            },
+            e if n == 16 => e,
+            e => return Err(loc.error("icv", format!("{} has a fixed ICV", e.name()))),
+        };
+    }
     let (mode_name, mode_line) = mode_name
         .ok_or_else(|| loc.error("mode", "missing (ipv4-tunnel, ipv6-tunnel, transport)"))?;
     let mode = match mode_name.as_str() {
@@ -413,10 +509,10 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
         spi,
         direction,
         mode,
-        aead,
-        key: Zeroizing::new(key),
-        salt,
-        icv_len,
+        proto: SaProto::Esp,
+        suite,
+        enc_key,
+        auth_key,
         esn: sa_esn,
         initial_seq,
         replay_window,
@@ -520,7 +616,7 @@ neigh port 1 d0:43:1e:12:34:56
         assert_eq!(c.policies[0].action, Action::Protect(5));
         assert_eq!(c.policies[0].dst.len, 24);
         let sa = c.sa(Direction::Out, 5).unwrap();
-        assert_eq!(sa.salt, [0xca, 0xfe, 0xba, 0xbe]);
+        assert_eq!(sa.enc_key[16..], [0xca, 0xfe, 0xba, 0xbe]);
         assert!(sa.esn);
         assert_eq!(sa.initial_seq, 7);
         assert_eq!(sa.udp_encap, Some(UdpEncap::default()));
@@ -532,7 +628,7 @@ neigh port 1 d0:43:1e:12:34:56
             }
         );
         let sa_in = c.sa(Direction::In, 105).unwrap();
-        assert_eq!(sa_in.aead, AeadAlgorithm::AesGcm256);
+        assert_eq!(sa_in.suite, Suite::aes_gcm(32));
         assert_eq!(sa_in.mode, Mode::Transport);
         assert_eq!(c.ports.len(), 2);
         assert_eq!(c.neighbours[0].port, 1);
@@ -552,8 +648,13 @@ neigh port 1 d0:43:1e:12:34:56
         let e = err("sp ipv4 out esp protect 9 dst 10.0.0.0/8\n");
         assert_eq!((e.line, e.field.as_str()), (1, "protect"));
         let e = err("sa out 5 cipher_algo aes-128-cbc cipher_key 00 auth_algo sha1-hmac auth_key 00 mode transport\n");
+        assert_eq!((e.line, e.field.as_str()), (1, "cipher_key"));
+        assert!(e.message.contains("needs 16 bytes"), "{e}");
+        let e = err("sa out 5 cipher_algo aes-128-cbc cipher_key 00:01:02:03:04:05:06:07:08:09:0a:0b:0c:0d:0e:0f \\\n auth_algo sha256-hmac auth_key 00:11 mode transport\n");
+        assert_eq!((e.line, e.field.as_str()), (2, "auth_key"));
+        assert!(e.message.contains("32-byte key"), "{e}");
+        let e = err("sa out 5 cipher_algo aes-128-xts cipher_key 00 auth_algo sha1-hmac auth_key 00 mode transport\n");
         assert_eq!(e.field, "cipher_algo");
-        assert!(e.message.contains("not supported yet"));
         let e = err("sp ipv4 out esp bypass\\\n dst 10.0.0.0/33\n");
         assert_eq!((e.line, e.field.as_str()), (2, "dst"));
         let e = err("bogus line\n");

@@ -24,11 +24,11 @@
 
 use std::net::IpAddr;
 
-use espgw_crypto::AeadAlgorithm;
+use espgw_crypto::{Encryption, Integrity, Suite};
 use zeroize::Zeroizing;
 
+use crate::algorithms::*;
 use crate::model::*;
-use crate::secgw::split_salt;
 use crate::text::*;
 use crate::ConfigError;
 
@@ -88,18 +88,15 @@ fn tokenize(text: &str) -> Vec<Tok> {
     out
 }
 
-/// An `-E` clause: algorithm, key, salt, ICV length.
-type EncAlg = (AeadAlgorithm, Zeroizing<Vec<u8>>, [u8; 4], usize);
-
 /// A parsed `add`, before its direction is known.
 struct PendingSa {
     src: IpAddr,
     dst: IpAddr,
     spi: u32,
-    aead: AeadAlgorithm,
-    key: Zeroizing<Vec<u8>>,
-    salt: [u8; 4],
-    icv_len: usize,
+    proto: SaProto,
+    suite: Suite,
+    enc_key: Zeroizing<Vec<u8>>,
+    auth_key: Zeroizing<Vec<u8>>,
     udp: Option<UdpEncap>,
     replay_window: u32,
     lifetime: Lifetime,
@@ -247,10 +244,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             spi: sa.spi,
             direction,
             mode,
-            aead: sa.aead,
-            key: sa.key,
-            salt: sa.salt,
-            icv_len: sa.icv_len,
+            proto: sa.proto,
+            suite: sa.suite,
+            enc_key: sa.enc_key,
+            auth_key: sa.auth_key,
             esn: false,
             initial_seq: 0,
             replay_window: sa.replay_window,
@@ -344,21 +341,31 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
     if src.is_ipv4() != dst.is_ipv4() {
         return Err(s.err_prev("dst", "source and destination of different families"));
     }
-    let udp = match s.next("protocol")? {
-        "esp" => None,
-        "esp-udp" => Some(UdpEncap {
-            src_port: sport.unwrap_or(4500),
-            dst_port: dport.unwrap_or(4500),
-        }),
-        "ah" | "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
-            return Err(s.err_prev("protocol", "only esp and esp-udp are supported yet"))
+    let (proto, udp) = match s.next("protocol")? {
+        "esp" => (SaProto::Esp, None),
+        "esp-udp" => (
+            SaProto::Esp,
+            Some(UdpEncap {
+                src_port: sport.unwrap_or(4500),
+                dst_port: dport.unwrap_or(4500),
+            }),
+        ),
+        "ah" => {
+            return Err(s.err_prev(
+                "protocol",
+                "AH (RFC 4302) is not implemented in the data plane yet (ESP with -E null and -A gives integrity only)",
+            ))
+        }
+        "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
+            return Err(s.err_prev("protocol", "only esp, esp-udp and ah are supported"))
         }
         o => return Err(s.err_prev("protocol", format!("unknown protocol '{o}'"))),
     };
     let spi = parse_u32(s.next("spi")?).map_err(|m| s.err_prev("spi", m))?;
     let mut replay_window = DEFAULT_REPLAY_WINDOW;
     let mut lifetime = Lifetime::default();
-    let mut alg: Option<EncAlg> = None;
+    let mut enc: Option<(Encryption, Zeroizing<Vec<u8>>)> = None;
+    let mut integ: Option<(Integrity, Zeroizing<Vec<u8>>)> = None;
     while let Some(opt) = s.peek() {
         s.i += 1;
         match opt {
@@ -379,49 +386,108 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                 lifetime.soft_bytes = Some(parse_u64(s.next(opt)?).map_err(|m| s.err_prev(opt, m))?)
             }
             "-E" => {
+                if proto == SaProto::Ah {
+                    return Err(s.err_prev("-E", "AH does not encrypt: use -A"));
+                }
                 let name = s.next("-E")?;
-                let icv = match name {
-                    "aes-gcm-16" | "aes-gcm" | "rfc4106(gcm(aes))" => 16,
-                    "aes-gcm-12" => 12,
-                    "aes-gcm-8" => 8,
-                    o => return Err(s.err_prev("-E", format!("encryption algorithm '{o}' is not supported yet (aes-gcm-16, aes-gcm-12, aes-gcm-8)"))),
-                };
                 let material = Zeroizing::new(
                     key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?,
                 );
-                let a = material
-                    .len()
-                    .checked_sub(4)
-                    .and_then(AeadAlgorithm::from_key_len)
-                    .ok_or_else(|| s.err_prev("-E key", format!("AES-GCM needs 20, 28 or 36 bytes of key material (key and 4-byte salt), got {}", material.len())))?;
-                let (key, salt) = split_salt(a, &material).map_err(|m| s.err_prev("-E key", m))?;
-                alg = Some((a, Zeroizing::new(key), salt, icv));
+                let e =
+                    setkey_encryption(name, material.len()).map_err(|(f, m)| s.err_prev(f, m))?;
+                check_enc_key(e, material.len()).map_err(|m| s.err_prev("-E key", m))?;
+                enc = Some((e, material));
             }
             "-A" => {
-                return Err(s.err_prev(
-                    "-A",
-                    "integrity algorithms are not supported yet (AES-GCM needs none)",
-                ))
+                let name = s.next("-A")?;
+                let i = integrity_by_name(name).filter(|i| *i != Integrity::None).ok_or_else(|| {
+                    s.err_prev("-A", format!("authentication algorithm '{name}' is not supported (hmac-md5, hmac-sha1, hmac-sha256, hmac-sha384, hmac-sha512, aes-xcbc-mac)"))
+                })?;
+                let key = Zeroizing::new(
+                    key_bytes(s.next("-A key")?).map_err(|m| s.err_prev("-A key", m))?,
+                );
+                check_auth_key(i, key.len()).map_err(|m| s.err_prev("-A key", m))?;
+                integ = Some((i, key));
             }
             "-C" => return Err(s.err_prev("-C", "IPComp is not supported")),
             o => return Err(s.err_prev("add", format!("unknown option '{o}'"))),
         }
     }
-    let (aead, key, salt, icv_len) =
-        alg.ok_or_else(|| loc.error("-E", "missing encryption algorithm"))?;
+    let (e, enc_key) = match (enc, proto) {
+        (Some(e), _) => e,
+        (None, SaProto::Ah) => (Encryption::Null, Zeroizing::new(Vec::new())),
+        (None, SaProto::Esp) => return Err(loc.error("-E", "missing encryption algorithm")),
+    };
+    let (i, auth_key) = match integ {
+        Some(i) => i,
+        None if proto == SaProto::Ah => {
+            return Err(loc.error("-A", "AH needs an authentication algorithm"))
+        }
+        None => (Integrity::None, Zeroizing::new(Vec::new())),
+    };
     Ok(PendingSa {
         src,
         dst,
         spi,
-        aead,
-        key,
-        salt,
-        icv_len,
+        proto,
+        suite: Suite { enc: e, integ: i },
+        enc_key,
+        auth_key,
         udp,
         replay_window,
         lifetime,
         loc,
         used: None,
+    })
+}
+
+/// setkey's `-E` names; the key length chooses the AES size (key material includes the
+/// salt or nonce where the algorithm has one).
+/// Errors name the field: `-E` for the algorithm, `-E key` for its key.
+fn setkey_encryption(name: &str, material: usize) -> Result<Encryption, (&'static str, String)> {
+    let aes = |extra: usize| -> Result<usize, (&'static str, String)> {
+        let k = material.saturating_sub(extra);
+        if matches!(k, 16 | 24 | 32) && material >= extra {
+            Ok(k)
+        } else if extra == 0 {
+            Err((
+                "-E key",
+                format!("{name} needs a 16-, 24- or 32-byte key, got {material}"),
+            ))
+        } else {
+            Err(("-E key", format!(
+                "{name} needs {}, {} or {} bytes of key material (a 16-, 24- or 32-byte key and a {extra}-byte salt/nonce), got {material}",
+                16 + extra,
+                24 + extra,
+                32 + extra
+            )))
+        }
+    };
+    let icv = |n: &str| -> usize {
+        n.rsplit('-')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16)
+    };
+    Ok(match name {
+        "null" => Encryption::Null,
+        "3des-cbc" | "des3_ede" => Encryption::TdesCbc,
+        "aes-cbc" | "rijndael-cbc" | "aes" => Encryption::AesCbc { key_len: aes(0)? },
+        "aes-ctr" | "rfc3686(ctr(aes))" => Encryption::AesCtr { key_len: aes(4)? },
+        "aes-gcm-16" | "aes-gcm" | "rfc4106(gcm(aes))" | "aes-gcm-12" | "aes-gcm-8" => Encryption::AesGcm {
+            key_len: aes(4)?,
+            icv_len: icv(name),
+        },
+        "aes-ccm-16" | "aes-ccm" | "rfc4309(ccm(aes))" | "aes-ccm-12" | "aes-ccm-8" => Encryption::AesCcm {
+            key_len: aes(3)?,
+            icv_len: icv(name),
+        },
+        "chacha20-poly1305" | "rfc7539esp(chacha20,poly1305)" => Encryption::ChaCha20Poly1305,
+        "null_aes_gmac" | "aes-gmac" | "rfc4543(gcm(aes))" => Encryption::AesGmac { key_len: aes(4)? },
+        "des-cbc" | "blowfish-cbc" | "cast128-cbc" | "twofish-cbc" | "camellia-cbc" => {
+            return Err(("-E", format!("encryption algorithm '{name}' is not supported (single DES and the rest are broken or rare): use aes-gcm-16, aes-cbc, aes-ctr, aes-ccm-16, chacha20-poly1305 or, under the legacy switch, 3des-cbc")))
+        }
+        o => return Err(("-E", format!("encryption algorithm '{o}' is not supported (null, 3des-cbc, aes-cbc, aes-ctr, aes-gcm-16/12/8, aes-ccm-16/12/8, chacha20-poly1305, null_aes_gmac)"))),
     })
 }
 
@@ -580,7 +646,7 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         c.validate().unwrap();
         let out = c.sa(Direction::Out, 0x1000).unwrap();
         assert_eq!(out.replay_window, 2048);
-        assert_eq!(out.salt, [1, 2, 3, 4]);
+        assert_eq!(out.enc_key[out.enc_key.len() - 4..], [1, 2, 3, 4]);
         assert_eq!(
             out.mode,
             Mode::Tunnel {
@@ -632,7 +698,17 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
     #[test]
     fn errors() {
         let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10 -E 3des-cbc 0x00;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "-E key"));
+        assert!(e.message.contains("needs 24 bytes"), "{e}");
+        let e = parse(
+            "add 192.0.2.1 192.0.2.2 esp 0x10 -E des-cbc 0x0011223344556677;\n",
+            "x",
+        )
+        .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (1, "-E"));
+        let e = parse("add 192.0.2.1 192.0.2.2 esp 0x10 -E aes-cbc 0x00112233445566778899aabbccddeeff\n -A hmac-sha256 0x0011;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "-A key"));
+        assert!(e.message.contains("32-byte key"), "{e}");
         let e = parse(
             "add 192.0.2.1 192.0.2.2 esp 0x10\n  -E aes-gcm-16 0x0011;\n",
             "x",

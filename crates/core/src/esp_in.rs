@@ -8,7 +8,6 @@ use espgw_wire::ipv6::Ipv6Packet;
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
-use crate::esp_out::ESP_HDR_IV;
 use crate::flow::IpInfo;
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -87,8 +86,13 @@ pub fn classify(
     };
     let sa = &tables.sas[sa_idx as usize];
     let body = info.total_len - esp_off - esp::HEADER_LEN;
-    let min = 8 + esp::TRAILER_LEN + sa.icv_len;
+    let min = sa.iv_len + esp::TRAILER_LEN + sa.icv_len;
     if body < min {
+        return Err((DropReason::Truncated, Some(sa_idx)));
+    }
+    let text_len = body - sa.iv_len - sa.icv_len;
+    // Block ciphers need whole blocks; checked before any crypto is spent.
+    if sa.block_len > 4 && !text_len.is_multiple_of(sa.block_len) {
         return Err((DropReason::Truncated, Some(sa_idx)));
     }
     if let Mode::Tunnel { local, .. } = sa.mode {
@@ -109,20 +113,12 @@ pub fn classify(
         seq_low: e.seq(),
         ip_hdr_len: info.upper_off,
         esp_off,
-        text_off: esp_off + ESP_HDR_IV,
-        text_len: body - 8 - sa.icv_len,
+        text_off: esp_off + esp::HEADER_LEN + sa.iv_len,
+        text_len,
         nh_at,
         outer_tos: info.tos,
         outer_v4: k.v4,
     }))
-}
-
-/// The explicit IV of an inbound packet.
-#[inline]
-pub fn iv(pkt: &Packet, job: &OpenJob) -> [u8; 8] {
-    let mut iv = [0u8; 8];
-    iv.copy_from_slice(&pkt.data()[job.esp_off + 8..job.esp_off + 16]);
-    iv
 }
 
 /// Authenticates and decrypts one ESP packet (`[ESP header][IV][text][ICV]`) in place and
@@ -131,13 +127,11 @@ pub fn iv(pkt: &Packet, job: &OpenJob) -> [u8; 8] {
 pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReason> {
     let text_len = esp
         .len()
-        .checked_sub(ESP_HDR_IV + sa.icv_len)
+        .checked_sub(esp::HEADER_LEN + sa.iv_len + sa.icv_len)
         .ok_or(DropReason::Truncated)?;
-    let mut iv = [0u8; 8];
-    iv.copy_from_slice(&esp[8..16]);
-    let mut ops = [sa.aead_op(seq, iv, &mut esp[ESP_HDR_IV..])];
     let mut ok = [false];
-    sa.key.open_burst(&mut ops, &mut ok);
+    sa.key
+        .open_burst(&mut [espgw_crypto::EspOp { esp, seq }], &mut ok);
     if ok[0] {
         Ok(text_len)
     } else {

@@ -1,11 +1,10 @@
-//! Outbound ESP (RFC 4303 §3.3) with AES-GCM (RFC 4106): encapsulation around the packet,
-//! leaving the encryption itself to a burst call of the crypto provider.
+//! Outbound ESP (RFC 4303 §3.3): encapsulation around the packet, leaving IV, encryption
+//! and ICV to a burst call of the SA's transform (`espgw_crypto::esp`).
 //!
 //! Tunnel mode:    `[outer IP][UDP?][ESP hdr][IV][inner IP packet][pad][pl][nh][ICV]`
 //! Transport mode: `[IP hdr][UDP?][ESP hdr][IV][upper layer][pad][pl][nh][ICV]`
 //!
-//! The 8-byte explicit IV is the 64-bit sequence number: unique per key because sequence
-//! numbers never repeat or wrap under one SA (RFC 4106 §3.1 allows any unique value).
+//! IV length, padding alignment and ICV length come from the SA's algorithm suite.
 
 use espgw_config::Mode;
 use espgw_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -17,9 +16,6 @@ use crate::flow::IpInfo;
 use crate::packet::Packet;
 use crate::sa::Sa;
 
-/// ESP header plus the explicit IV.
-pub const ESP_HDR_IV: usize = esp::HEADER_LEN + 8;
-
 /// What the crypto call needs for one packet, and what to fix afterwards.
 #[derive(Debug, Clone, Copy)]
 pub struct SealJob {
@@ -27,6 +23,8 @@ pub struct SealJob {
     /// from it at encryption time rather than carried here, since a 12-byte array built
     /// from two stores and copied with 8-byte loads stalls store forwarding.
     pub seq: u64,
+    /// Offset of the ESP header inside the packet.
+    pub esp_off: usize,
     /// Offset of the text to encrypt inside the packet, and its length without the ICV.
     pub text_off: usize,
     pub text_len: usize,
@@ -48,10 +46,11 @@ fn add_trailer(
     payload_start: usize,
     payload_end: usize,
     next_header: u8,
-    icv: usize,
+    sa: &Sa,
 ) -> Result<usize, DropReason> {
+    let icv = sa.icv_len;
     let payload_len = payload_end - payload_start;
-    let pad = esp::pad_len(payload_len, 4);
+    let pad = esp::pad_len(payload_len, sa.block_len);
     let d = pkt
         .push_back(pad + esp::TRAILER_LEN + icv)
         .ok_or(DropReason::TooBig)?;
@@ -63,10 +62,10 @@ fn add_trailer(
     Ok(payload_len + pad + esp::TRAILER_LEN)
 }
 
+/// SPI and the low half of the sequence number; the transform writes the IV.
 #[inline]
 fn write_esp_header(d: &mut [u8], at: usize, sa: &Sa, seq: u64) {
     let _ = esp::emit_header(&mut d[at..], sa.spi, seq as u32);
-    d[at + 8..at + 16].copy_from_slice(&seq.to_be_bytes());
 }
 
 /// Encapsulates the IP packet in `pkt` (which starts at its IP header; `info` describes
@@ -80,7 +79,7 @@ pub fn encapsulate(
     info: &IpInfo,
 ) -> Result<SealJob, DropReason> {
     pkt.truncate(info.total_len);
-    let icv = sa.icv_len;
+    let esp_hdr_iv = esp::HEADER_LEN + sa.iv_len;
     let udp_len = if sa.udp.is_some() { udp::HEADER_LEN } else { 0 };
     match sa.mode {
         Mode::Tunnel { local, remote } => {
@@ -90,10 +89,10 @@ pub fn encapsulate(
             } else {
                 proto::IPV6
             };
-            let text_len = add_trailer(pkt, 0, inner_len, nh, icv)?;
+            let text_len = add_trailer(pkt, 0, inner_len, nh, sa)?;
             let outer_v4 = local.is_ipv4();
             let ip_len = if outer_v4 { 20 } else { ipv6::HEADER_LEN };
-            let front = ip_len + udp_len + ESP_HDR_IV;
+            let front = ip_len + udp_len + esp_hdr_iv;
             pkt.push_front(front).ok_or(DropReason::TooBig)?;
             let total = pkt.len();
             let d = pkt.data_mut();
@@ -151,6 +150,7 @@ pub fn encapsulate(
             };
             Ok(SealJob {
                 seq,
+                esp_off: ip_len + udp_len,
                 text_off: front,
                 text_len,
                 udp_v6_checksum_at,
@@ -169,8 +169,8 @@ pub fn encapsulate(
                 (u.per_hop_end, u.per_hop_next_header_at)
             };
             let next_header = *pkt.data().get(nh_at).ok_or(DropReason::Malformed)?;
-            let text_len = add_trailer(pkt, hdr_len, info.total_len, next_header, icv)?;
-            let gap = udp_len + ESP_HDR_IV;
+            let text_len = add_trailer(pkt, hdr_len, info.total_len, next_header, sa)?;
+            let gap = udp_len + esp_hdr_iv;
             if !pkt.open_gap(hdr_len, gap) {
                 return Err(DropReason::TooBig);
             }
@@ -207,6 +207,7 @@ pub fn encapsulate(
             }
             Ok(SealJob {
                 seq,
+                esp_off: hdr_len + udp_len,
                 text_off: hdr_len + gap,
                 text_len,
                 udp_v6_checksum_at,
@@ -236,16 +237,14 @@ pub fn finish(pkt: &mut Packet, job: &SealJob) {
 }
 
 /// Seals one ESP packet in place: `esp` is `[ESP header][IV][text][room for the ICV]` with
-/// the text (payload and trailer) already written. Writes SPI, sequence number and `iv`,
-/// encrypts and appends the ICV. The pipeline does the same for whole bursts; this form
-/// serves known-answer tests and tools.
-pub fn seal_packet(sa: &Sa, seq: u64, iv: [u8; 8], esp: &mut [u8]) -> Result<(), DropReason> {
-    if esp.len() < ESP_HDR_IV + sa.icv_len {
+/// the text (payload and trailer, padded to the SA's block) already written. Writes SPI and
+/// sequence number; the transform writes IV and ICV. The pipeline does the same for whole
+/// bursts; this form serves known-answer tests and tools.
+pub fn seal_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<(), DropReason> {
+    if esp.len() < esp::HEADER_LEN + sa.iv_len + sa.icv_len {
         return Err(DropReason::Truncated);
     }
     let _ = esp::emit_header(esp, sa.spi, seq as u32);
-    esp[8..16].copy_from_slice(&iv);
-    let mut ops = [sa.aead_op(seq, iv, &mut esp[ESP_HDR_IV..])];
-    sa.key.seal_burst(&mut ops);
+    sa.key.seal_burst(&mut [espgw_crypto::EspOp { esp, seq }]);
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! - [`counters`]: drop reasons and counters.
 #![forbid(unsafe_code)]
 
+pub mod ah;
 pub mod counters;
 pub mod esp_in;
 pub mod esp_out;

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use espgw_config::Direction;
-use espgw_crypto::AeadOp;
+use espgw_crypto::EspOp;
 use espgw_wire::ethernet::{self, EthernetFrame, MacAddr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
 use crate::counters::{DropReason, WorkerCounters};
@@ -324,13 +324,13 @@ impl Pipeline {
         let sealed = pkts.len() as u64;
         let mut bytes = 0u64;
         let icv = sa.icv_len;
-        let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(sealed as usize);
+        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(sealed as usize);
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Sealed { job, .. } = self.slots[base + k] {
                 bytes += u64::from(job.payload_len);
                 let d = p.data_mut();
-                let buf = &mut d[job.text_off..job.text_off + job.text_len + icv];
-                ops.push(sa.aead_op(job.seq, job.seq.to_be_bytes(), buf));
+                let esp = &mut d[job.esp_off..job.text_off + job.text_len + icv];
+                ops.push(EspOp { esp, seq: job.seq });
             }
         }
         sa.key.seal_burst(&mut ops);
@@ -381,12 +381,11 @@ impl Pipeline {
         }
         // 2. One crypto call: authenticate and decrypt.
         let icv = sa.icv_len;
-        let mut ops: Vec<AeadOp<'_>> = Vec::with_capacity(pkts.len());
+        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Open { job, seq } = self.slots[base + k] {
-                let iv = esp_in::iv(p, &job);
-                let buf = &mut p.data_mut()[job.text_off..job.text_off + job.text_len + icv];
-                ops.push(sa.aead_op(seq, iv, buf));
+                let esp = &mut p.data_mut()[job.esp_off..job.text_off + job.text_len + icv];
+                ops.push(EspOp { esp, seq });
             }
         }
         self.oks.clear();

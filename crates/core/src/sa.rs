@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use espgw_config::{Direction, Lifetime, Mode, SaConfig, UdpEncap};
-use espgw_crypto::AeadKey;
+use espgw_config::{Direction, Lifetime, Mode, SaConfig, SaProto, UdpEncap};
+use espgw_crypto::EspKey;
 
 use crate::counters::SaCounters;
 use crate::replay::ReplayWindow;
@@ -51,9 +51,14 @@ pub struct Sa {
     pub spi: u32,
     pub direction: Direction,
     pub mode: Mode,
-    pub key: Arc<dyn AeadKey>,
-    pub salt: [u8; 4],
+    pub proto: SaProto,
+    /// The transform: IV, encryption and ICV of every packet.
+    pub key: Arc<dyn EspKey>,
+    /// Sizes the layout needs, from the transform's suite (read per packet).
+    pub iv_len: usize,
     pub icv_len: usize,
+    /// What payload and trailer are padded to.
+    pub block_len: usize,
     pub esn: bool,
     pub udp: Option<UdpEncap>,
     pub ttl: u8,
@@ -153,41 +158,6 @@ impl Sa {
         }
         if l.hard_packets.is_some_and(|h| pk >= h) || l.hard_bytes.is_some_and(|h| by >= h) {
             self.state.hard_expired.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// The AES-GCM nonce (salt || explicit IV, RFC 4106 §4) and the AAD (SPI || sequence
-    /// number; with ESN SPI || high 32 bits || low 32 bits, RFC 4106 §5) of a packet.
-    #[inline]
-    pub fn nonce_and_aad(&self, seq: u64, iv: [u8; 8]) -> ([u8; 12], [u8; 12], u8) {
-        let mut nonce = [0u8; 12];
-        nonce[..4].copy_from_slice(&self.salt);
-        nonce[4..].copy_from_slice(&iv);
-        let mut aad = [0u8; 12];
-        aad[..4].copy_from_slice(&self.spi.to_be_bytes());
-        let aad_len = if self.esn {
-            aad[4..12].copy_from_slice(&seq.to_be_bytes());
-            12
-        } else {
-            aad[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-            8
-        };
-        (nonce, aad, aad_len)
-    }
-
-    /// The AEAD operation of one packet: `buf` is the text followed by the ICV.
-    pub fn aead_op<'a>(
-        &self,
-        seq: u64,
-        iv: [u8; 8],
-        buf: &'a mut [u8],
-    ) -> espgw_crypto::AeadOp<'a> {
-        let (nonce, aad, aad_len) = self.nonce_and_aad(seq, iv);
-        espgw_crypto::AeadOp {
-            nonce,
-            aad,
-            aad_len,
-            buf,
         }
     }
 

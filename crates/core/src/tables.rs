@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use std::net::IpAddr;
 
 use espgw_config::{
-    addr_bits, Action, Config, ConfigError, Direction, Mode, PortRole, Prefix, SaConfig,
+    addr_bits, Action, Config, ConfigError, Direction, Mode, PortRole, Prefix, SaConfig, SaProto,
 };
 use espgw_crypto::CryptoProvider;
 use espgw_wire::ethernet::MacAddr;
@@ -51,8 +51,15 @@ pub fn max_inner_len(sa: &SaConfig, mtu: u16) -> usize {
         Mode::Transport => 0,
     };
     let udp = if sa.udp_encap.is_some() { 8 } else { 0 };
-    let fixed = outer_ip + udp + 16 + sa.icv_len;
-    (usize::from(mtu).saturating_sub(fixed) & !3).saturating_sub(2)
+    if sa.proto == SaProto::Ah {
+        // Transport mode may be either family: count IPv6's 8-byte alignment.
+        let v4 = matches!(sa.mode, Mode::Tunnel { local, .. } if local.is_ipv4());
+        let fixed = outer_ip + crate::ah::header_len(sa.suite.integ.icv_len(), v4);
+        return usize::from(mtu).saturating_sub(fixed);
+    }
+    let fixed = outer_ip + udp + 8 + sa.suite.iv_len() + sa.suite.icv_len();
+    let block = sa.suite.block_len();
+    (usize::from(mtu).saturating_sub(fixed) / block * block).saturating_sub(2)
 }
 
 pub struct Tables {
@@ -90,10 +97,10 @@ pub fn default_neighbour_mac(port: usize) -> MacAddr {
 }
 
 fn same_keys(a: &SaConfig, b: &SaConfig) -> bool {
-    a.aead == b.aead
-        && *a.key == *b.key
-        && a.salt == b.salt
-        && a.icv_len == b.icv_len
+    a.proto == b.proto
+        && a.suite == b.suite
+        && *a.enc_key == *b.enc_key
+        && *a.auth_key == *b.auth_key
         && a.esn == b.esn
 }
 
@@ -120,8 +127,7 @@ impl Tables {
         let mut sa_in_by_spi = FxHashMap::default();
         let mut udp_encap_ports = Vec::new();
         for sc in &cfg.sas {
-            let key = provider
-                .aead_key(sc.aead, &sc.key, sc.icv_len)
+            let key = espgw_crypto::esp_key(provider, sc.suite, &sc.enc_key, &sc.auth_key, sc.esn)
                 .map_err(|e| sc.loc.error("key", e.to_string()))?;
             let state = previous
                 .and_then(|p| {
@@ -143,9 +149,11 @@ impl Tables {
                 spi: sc.spi,
                 direction: sc.direction,
                 mode: sc.mode,
+                proto: sc.proto,
+                iv_len: sc.suite.iv_len(),
+                icv_len: sc.suite.icv_len(),
+                block_len: sc.suite.block_len(),
                 key,
-                salt: sc.salt,
-                icv_len: sc.icv_len,
                 esn: sc.esn,
                 udp: sc.udp_encap,
                 ttl: sc.ttl,

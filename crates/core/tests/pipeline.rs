@@ -84,7 +84,10 @@ fn gateway(
         (M::Transport, _) => Mode::Transport,
     };
     let mut s = sa(SPI, dir, m, key, [0xca, 0xfe, 0x00, 0x01], esn);
-    s.icv_len = icv;
+    s.suite.enc = espgw_crypto::Encryption::AesGcm {
+        key_len: key.len(),
+        icv_len: icv,
+    };
     if udp {
         s.udp_encap = Some(UdpEncap::default());
     }
@@ -429,7 +432,7 @@ fn bad_padding_is_dropped_after_authentication() {
     text.extend_from_slice(&[9, 9, 2, proto::IPIP]); // padding must be 1, 2
     let mut esp = vec![0u8; 16 + text.len() + 16];
     esp[16..16 + text.len()].copy_from_slice(&text);
-    esp_out::seal_packet(&pr.tx.sas[0], 5, 5u64.to_be_bytes(), &mut esp).unwrap();
+    esp_out::seal_packet(&pr.tx.sas[0], 5, &mut esp).unwrap();
     let mut f = e[..ESP_AT].to_vec();
     f.extend_from_slice(&esp);
     let tl = (f.len() - 14) as u16;

@@ -11,8 +11,15 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod aws_lc;
+pub mod cipher;
 pub mod ct;
+pub mod esp;
+pub mod integrity;
 pub mod ipsec_mb;
+pub mod suite;
+
+pub use esp::{esp_key, EspKey, EspOp};
+pub use suite::{Encryption, Integrity, Suite};
 
 use std::fmt;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use espgw_core::flow::FlowKey;
 use espgw_core::packet::{PacketPool, Verdict};
 use espgw_core::spd::{Spd, SpdAction, SpdRule};
 use espgw_core::{Direction, Pipeline, Tables};
-use espgw_crypto::{AeadAlgorithm, AeadOp, CryptoProvider, ProviderChoice};
+use espgw_crypto::{AeadAlgorithm, AeadOp, CryptoProvider, Integrity, ProviderChoice, Suite};
 use espgw_io::memory::MemoryPort;
 use espgw_io::Port;
 use serde_json::json;
@@ -33,7 +33,9 @@ pub enum BenchCmd {
         /// Frame sizes (FCS included) and/or "imix".
         #[arg(long, value_delimiter = ',', default_value = "64,1420,imix")]
         sizes: Vec<String>,
-        /// Algorithms.
+        /// Algorithms: combined-mode names (aes-128-gcm, aes-256-ccm, chacha20-poly1305,
+        /// aes-128-gmac), CIPHER+INTEGRITY (aes-128-cbc+hmac-sha256-128, null+hmac-sha1-96),
+        /// null (NULL/NULL), "table" (the README's comparison set) or "all".
         #[arg(long, value_delimiter = ',', default_value = "aes-128-gcm,aes-256-gcm")]
         algs: Vec<String>,
         /// Directions to measure.
@@ -98,18 +100,50 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
     }
 }
 
-fn parse_alg(s: &str) -> Result<AeadAlgorithm, String> {
-    match s {
-        "aes-128-gcm" => Ok(AeadAlgorithm::AesGcm128),
-        "aes-192-gcm" => Ok(AeadAlgorithm::AesGcm192),
-        "aes-256-gcm" => Ok(AeadAlgorithm::AesGcm256),
-        o => Err(format!("unknown algorithm '{o}'")),
+/// A suite by the names `bench dataplane --algs` takes.
+fn parse_suite(s: &str) -> Result<Suite, String> {
+    use espgw_config::algorithms::*;
+    if s == "null" {
+        return Ok(Suite {
+            enc: espgw_crypto::Encryption::Null,
+            integ: Integrity::None,
+        });
     }
+    if let Some(e) = combined_by_name(s) {
+        return Ok(Suite {
+            enc: e,
+            integ: Integrity::None,
+        });
+    }
+    let (c, i) = s.split_once('+').ok_or_else(|| {
+        format!("unknown algorithm '{s}' (a combined-mode name, or CIPHER+INTEGRITY)")
+    })?;
+    let suite = Suite {
+        enc: cipher_by_name(c).ok_or_else(|| format!("unknown cipher '{c}'"))?,
+        integ: integrity_by_name(i).ok_or_else(|| format!("unknown integrity algorithm '{i}'"))?,
+    };
+    suite.check()?;
+    Ok(suite)
 }
 
-/// The default configuration pair with `alg` keys; anti-replay off inbound (as
+/// The README's comparison: AES-128/192/256 in CBC+HMAC-SHA256, CTR+HMAC-SHA256, CCM and
+/// GCM, then ChaCha20-Poly1305 and NULL.
+fn table_suites() -> Vec<String> {
+    let mut v = Vec::new();
+    for bits in [128, 192, 256] {
+        v.push(format!("aes-{bits}-cbc+hmac-sha256-128"));
+        v.push(format!("aes-{bits}-ctr+hmac-sha256-128"));
+        v.push(format!("aes-{bits}-ccm"));
+        v.push(format!("aes-{bits}-gcm"));
+    }
+    v.push("chacha20-poly1305".into());
+    v.push("null".into());
+    v
+}
+
+/// The default configuration pair with `suite` keys; anti-replay off inbound (as
 /// ipsec-secgw runs by default), since the memory port replays the same packets.
-fn configs(alg: AeadAlgorithm) -> Result<(Config, Config), String> {
+fn configs(suite: Suite) -> Result<(Config, Config), String> {
     let mut out = Vec::new();
     for (text, name) in [
         (espgw_config::DEFAULT_CONFIG, "default"),
@@ -117,12 +151,18 @@ fn configs(alg: AeadAlgorithm) -> Result<(Config, Config), String> {
     ] {
         let mut c =
             espgw_config::parse(text, name, Some(Format::Native)).map_err(|e| e.to_string())?;
+        // A benchmark may measure NULL and the legacy algorithms.
+        c.policy.allow_null = true;
+        c.policy.allow_legacy = true;
         for sa in &mut c.sas {
-            sa.aead = alg;
-            // Both gateways derive the same key per SPI.
-            let mut k = key_of(alg.key_len());
-            k[0] ^= sa.spi as u8;
-            sa.key = zeroize::Zeroizing::new(k);
+            sa.suite = suite;
+            // Both gateways derive the same keys per SPI.
+            let mut k = key_of(suite.enc.key_material_len());
+            if let Some(b) = k.first_mut() {
+                *b ^= sa.spi as u8;
+            }
+            sa.enc_key = zeroize::Zeroizing::new(k);
+            sa.auth_key = zeroize::Zeroizing::new(key_of(suite.integ.key_len()));
             sa.replay_window = 0;
         }
         out.push(c);
@@ -285,14 +325,17 @@ fn dataplane(
         secs
     );
     println!(
-        "pipeline crypto: {}; raw AES-GCM seal on the same text sizes, bursts of 64:",
+        "pipeline crypto: {} (AES-GCM); aws-lc-rs and RustCrypto for the other algorithms",
         provider.name()
+    );
+    println!(
+        "raw = AES-GCM seal Mops on the same text sizes, bursts of 64 (the SA's own AES-GCM, else AES-128-GCM):"
     );
     println!(
         "  'raw same' = the pipeline's own crypto provider, 'raw job' = intel-ipsec-mb's job API"
     );
     println!(
-        "{:<12} {:>6} {:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9}",
+        "{:<30} {:>6} {:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9}",
         "algorithm",
         "frame",
         "direction",
@@ -304,9 +347,30 @@ fn dataplane(
         "ratio job"
     );
     let mut records = Vec::new();
-    for alg_name in algs {
-        let alg = parse_alg(alg_name)?;
-        let (gw1, gw2) = configs(alg)?;
+    let names: Vec<String> = match algs {
+        [one] if one == "table" => table_suites(),
+        [one] if one == "all" => espgw_crypto::suite::all_esp_suites()
+            .iter()
+            .map(|s| {
+                if s.is_null_null() {
+                    "null".into()
+                } else {
+                    s.name()
+                }
+            })
+            .collect(),
+        _ => algs.to_vec(),
+    };
+    for alg_name in &names {
+        let suite = parse_suite(alg_name)?;
+        // The raw reference: the suite's AES-GCM, or AES-128-GCM for every other one.
+        let alg = match suite.enc {
+            espgw_crypto::Encryption::AesGcm { key_len, .. } => {
+                AeadAlgorithm::from_key_len(key_len).unwrap_or(AeadAlgorithm::AesGcm128)
+            }
+            _ => AeadAlgorithm::AesGcm128,
+        };
+        let (gw1, gw2) = configs(suite)?;
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {
@@ -367,8 +431,8 @@ fn dataplane(
                     "inbound"
                 };
                 println!(
-                    "{:<12} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>10.2} {:>9.2}{}",
-                    alg.name(),
+                    "{:<30} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>10.2} {:>9.2}{}",
+                    alg_name,
                     size,
                     dname,
                     r.pps / 1e6,
@@ -384,7 +448,7 @@ fn dataplane(
                     }
                 );
                 records.push(json!({
-                    "algorithm": alg.name(), "frame_size": size, "direction": dname,
+                    "algorithm": alg_name, "raw_reference": alg.name(), "frame_size": size, "direction": dname,
                     "mpps": r.pps / 1e6, "gbps": r.gbps,
                     "raw_same_mops": raw / 1e6, "raw_job_api_mops": if raw_j.is_nan() { serde_json::Value::Null } else { json!(raw_j / 1e6) },
                     "ratio_to_raw_same": r.pps / raw, "ratio_to_raw_job_api": if raw_j.is_nan() { serde_json::Value::Null } else { json!(r.pps / raw_j) },

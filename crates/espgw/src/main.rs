@@ -29,6 +29,13 @@ struct Cli {
     /// Crypto back-end: auto (the fastest available), ipsec-mb or aws-lc.
     #[arg(long, global = true, default_value = "auto")]
     crypto: ProviderChoice,
+    /// Accept 3DES-CBC and HMAC-MD5-96 (deprecated by RFC 8221) in configurations, with a
+    /// warning at load.
+    #[arg(long, global = true)]
+    allow_legacy_crypto: bool,
+    /// Accept NULL encryption without integrity (no protection; for measurement only).
+    #[arg(long, global = true)]
+    allow_null_null: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -248,16 +255,35 @@ mod gen_cmd {
     }
 }
 
+/// The algorithm switches of the command line, for every configuration this process loads
+/// (the first one and every reload).
+static CRYPTO_POLICY: std::sync::OnceLock<espgw_config::CryptoPolicy> = std::sync::OnceLock::new();
+
+pub(crate) fn crypto_policy() -> espgw_config::CryptoPolicy {
+    CRYPTO_POLICY.get().copied().unwrap_or_default()
+}
+
+/// Prints what a loaded configuration should be warned about (legacy algorithms).
+pub(crate) fn warn_about(cfg: &Config) {
+    for w in cfg.warnings() {
+        eprintln!("espgw: warning: {w}");
+    }
+}
+
 fn load_config(path: &Option<PathBuf>, format: Option<FormatArg>) -> Result<Config, String> {
-    match path {
-        Some(p) => espgw_config::load(p, format.map(Into::into)).map_err(|e| e.to_string()),
-        None => espgw_config::parse(
+    let cfg = match path {
+        Some(p) => espgw_config::load_with(p, format.map(Into::into), crypto_policy())
+            .map_err(|e| e.to_string())?,
+        None => espgw_config::parse_with(
             espgw_config::DEFAULT_CONFIG,
             "<built-in default>",
             Some(Format::Native),
+            crypto_policy(),
         )
-        .map_err(|e| e.to_string()),
-    }
+        .map_err(|e| e.to_string())?,
+    };
+    warn_about(&cfg);
+    Ok(cfg)
 }
 
 fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
@@ -326,7 +352,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     "  sa {:<3} spi 0x{:08x} {} {} icv {} esn {} replay window {}{}",
                     sa.direction.to_string(),
                     sa.spi,
-                    sa.key.algorithm(),
+                    sa.config.algorithm_name(),
                     sa.mode.name(),
                     sa.icv_len,
                     sa.esn,
@@ -432,7 +458,12 @@ fn run(cli: Cli) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    let _ = CRYPTO_POLICY.set(espgw_config::CryptoPolicy {
+        allow_legacy: cli.allow_legacy_crypto,
+        allow_null: cli.allow_null_null,
+    });
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("espgw: {e}");

@@ -101,7 +101,7 @@ pub fn json(t: &Tables, c: &WorkerCounters) -> Value {
                 "spi": sa.spi,
                 "direction": sa.direction.to_string(),
                 "mode": sa.mode.name(),
-                "algorithm": sa.key.algorithm().name(),
+                "algorithm": sa.config.algorithm_name(),
                 "packets": st.counters.packets(),
                 "bytes": st.counters.bytes(),
                 "last_seq_out": st.last_seq(),

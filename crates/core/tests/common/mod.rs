@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use espgw_config::*;
 use espgw_core::Tables;
-use espgw_crypto::{AeadAlgorithm, CryptoProvider};
+use espgw_crypto::{CryptoProvider, Suite};
 use zeroize::Zeroizing;
 
 pub fn hex(s: &str) -> Vec<u8> {
@@ -29,10 +29,10 @@ pub fn sa(
         spi,
         direction,
         mode,
-        aead: AeadAlgorithm::from_key_len(key.len()).expect("key length"),
-        key: Zeroizing::new(key.to_vec()),
-        salt,
-        icv_len: 16,
+        proto: SaProto::Esp,
+        suite: Suite::aes_gcm(key.len()),
+        enc_key: Zeroizing::new([key, &salt[..]].concat()),
+        auth_key: Zeroizing::new(Vec::new()),
         esn,
         initial_seq: 0,
         replay_window: DEFAULT_REPLAY_WINDOW,

@@ -153,7 +153,7 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
                         "direction": sa.direction.to_string(),
                         "spi": format!("0x{:08x}", sa.spi),
                         "mode": sa.mode.name(),
-                        "algorithm": sa.key.algorithm().to_string(),
+                        "algorithm": sa.config.algorithm_name(),
                         "local": local,
                         "remote": remote,
                         "udp_encap": sa.udp.is_some(),

@@ -138,21 +138,25 @@ fn build_tables(
 }
 
 fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathBuf), String> {
-    match path {
-        Some(p) => Ok((
-            espgw_config::load(p, format).map_err(|e| e.to_string())?,
+    let policy = crate::crypto_policy();
+    let (cfg, p) = match path {
+        Some(p) => (
+            espgw_config::load_with(p, format, policy).map_err(|e| e.to_string())?,
             p.clone(),
-        )),
-        None => Ok((
-            espgw_config::parse(
+        ),
+        None => (
+            espgw_config::parse_with(
                 espgw_config::DEFAULT_CONFIG,
                 "<built-in default>",
                 Some(Format::Native),
+                policy,
             )
             .map_err(|e| e.to_string())?,
             PathBuf::from("<built-in default>"),
-        )),
-    }
+        ),
+    };
+    crate::warn_about(&cfg);
+    Ok((cfg, p))
 }
 
 /// Makes sure a BPF filesystem is mounted where libxdp keeps its pinned programs

@@ -1,13 +1,16 @@
-//! Crypto provider for espgw.
+//! Crypto for espgw.
 //!
-//! One small trait, [`CryptoProvider`], makes keys; a key ([`AeadKey`]) seals or opens a
-//! whole burst of packets in one call, because per-call overhead dominates small packets.
-//! Two back-ends implement it:
-//! - [`ipsec_mb`]: intel-ipsec-mb's job API through a C shim (x86-64 fast path, what DPDK
-//!   and VPP use);
-//! - [`aws_lc`]: aws-lc-rs, portable, always built.
+//! - [`suite`]: the ESP algorithms (encryption, integrity) and their key, IV, padding and ICV
+//!   sizes;
+//! - [`esp`]: [`EspKey`], one prepared transform per SA that seals or opens a burst of ESP
+//!   packets (IV, encryption, ICV), for every suite;
+//! - [`cipher`] and [`integrity`]: the encrypt-then-MAC building blocks (AES-CBC/CTR, 3DES;
+//!   HMAC-SHA1/SHA-2/MD5, AES-XCBC-MAC);
+//! - [`CryptoProvider`] / [`AeadKey`]: the AES-GCM fast path, a whole burst per call because
+//!   per-call overhead dominates small packets, with two back-ends: [`ipsec_mb`]
+//!   (intel-ipsec-mb through a C shim, what DPDK and VPP use) and [`aws_lc`] (portable).
 //!
-//! [`default_provider`] picks the fastest one available on this machine.
+//! [`default_provider`] picks the fastest AES-GCM back-end available on this machine.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod aws_lc;

@@ -75,6 +75,17 @@ pub fn integrity_by_name(name: &str) -> Option<Integrity> {
     })
 }
 
+/// `enc` with an ICV of `icv_len` bytes: GCM and CCM allow 8, 12 and 16 (RFC 4106, 4309);
+/// the other algorithms have a fixed 16-byte ICV.
+pub fn with_icv(enc: Encryption, icv_len: usize) -> Result<Encryption, String> {
+    match enc {
+        Encryption::AesGcm { key_len, .. } => Ok(Encryption::AesGcm { key_len, icv_len }),
+        Encryption::AesCcm { key_len, .. } => Ok(Encryption::AesCcm { key_len, icv_len }),
+        e if icv_len == 16 => Ok(e),
+        e => Err(format!("{} has a fixed 16-byte ICV", e.name())),
+    }
+}
+
 pub const COMBINED_NAMES: &str = "aes-128-gcm, aes-192-gcm, aes-256-gcm (optionally -8/-12), aes-128-ccm, aes-192-ccm, aes-256-ccm (optionally -8/-12), chacha20-poly1305, aes-128-gmac, aes-192-gmac, aes-256-gmac";
 pub const CIPHER_NAMES: &str =
     "null, aes-128-cbc, aes-192-cbc, aes-256-cbc, aes-128-ctr, aes-192-ctr, aes-256-ctr, 3des-cbc";

@@ -466,20 +466,7 @@ fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError>
                     ))
                 }
             };
-            enc = match enc {
-                Encryption::AesGcm { key_len, .. } => Encryption::AesGcm {
-                    key_len,
-                    icv_len: n,
-                },
-                Encryption::AesCcm { key_len, .. } => Encryption::AesCcm {
-                    key_len,
-                    icv_len: n,
-                },
-                other if n == 16 => other,
-                other => {
-                    return Err(lines.err(v, "icv", format!("{} has a 16-byte ICV", other.name())))
-                }
-            };
+            enc = with_icv(enc, n).map_err(|m| lines.err(v, "icv", m))?;
         }
         let key = key_of(&s.key, "key", a)?;
         check_enc_key(enc, key.len())

@@ -453,18 +453,7 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
     let (mut suite, enc_key, auth_key) = sa_algorithms(&loc, aead, cipher, auth)?;
     if let Some(n) = icv {
         // espgw's extension: a truncated GCM/CCM ICV (RFC 4106/4309 allow 8 and 12).
-        suite.enc = match suite.enc {
-            Encryption::AesGcm { key_len, .. } => Encryption::AesGcm {
-                key_len,
-                icv_len: n,
-            },
-            Encryption::AesCcm { key_len, .. } => Encryption::AesCcm {
-                key_len,
-                icv_len: n,
-            },
-            e if n == 16 => e,
-            e => return Err(loc.error("icv", format!("{} has a fixed ICV", e.name()))),
-        };
+        suite.enc = with_icv(suite.enc, n).map_err(|m| loc.error("icv", m))?;
     }
     let (mode_name, mode_line) = mode_name
         .ok_or_else(|| loc.error("mode", "missing (ipv4-tunnel, ipv6-tunnel, transport)"))?;

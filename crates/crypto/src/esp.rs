@@ -171,8 +171,10 @@ impl<T: PacketTransform> EspKey for PerPacket<T> {
         let s = self.0.suite();
         let min = ESP_HEADER_LEN + s.iv_len() + s.icv_len();
         for op in ops.iter_mut() {
-            if op.esp.len() >= min {
-                self.0.seal(op.esp, op.seq);
+            // A seal that fails (lengths the layout never produces) must not leave
+            // plaintext behind a zero ICV: the text is wiped, and the peer drops the packet.
+            if op.esp.len() >= min && !self.0.seal(op.esp, op.seq) {
+                op.esp[ESP_HEADER_LEN + s.iv_len()..].fill(0);
             }
         }
     }
@@ -233,22 +235,25 @@ impl EspKey for AeadEsp {
 
     fn open_burst(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
         let min = 16 + self.key.icv_len();
-        let mut aead_ops: Vec<AeadOp<'_>> = Vec::with_capacity(ops.len());
-        let mut index = Vec::with_capacity(ops.len());
-        for (i, op) in ops.iter_mut().enumerate() {
-            ok[i] = false;
-            if op.esp.len() >= min {
-                index.push(i);
-                aead_ops.push(self.op(op.esp, op.seq));
-            } else {
-                op.esp.fill(0);
-            }
-        }
-        let mut oks = vec![false; aead_ops.len()];
-        self.key.open_burst(&mut aead_ops, &mut oks);
-        for (i, o) in index.into_iter().zip(oks) {
-            ok[i] = o;
-        }
+        // One AEAD op per ESP op, so `ok` maps straight through: a packet too short for
+        // header, IV and ICV becomes an empty op, which the key reports as not authentic.
+        let mut aead_ops: Vec<AeadOp<'_>> = ops
+            .iter_mut()
+            .map(|op| {
+                if op.esp.len() >= min {
+                    self.op(op.esp, op.seq)
+                } else {
+                    op.esp.fill(0);
+                    AeadOp {
+                        nonce: [0; 12],
+                        aad: [0; 12],
+                        aad_len: 0,
+                        buf: &mut [],
+                    }
+                }
+            })
+            .collect();
+        self.key.open_burst(&mut aead_ops, ok);
     }
 }
 

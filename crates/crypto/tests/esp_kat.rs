@@ -390,3 +390,37 @@ fn cbc_ivs_are_unpredictable() {
         assert_ne!(one, two);
     }
 }
+
+/// A packet too short for header, IV and ICV, in the middle of a burst, fails alone: the
+/// others' results stay in their places.
+#[test]
+fn short_packet_in_a_burst_fails_alone() {
+    for suite in [Suite::aes_gcm(16), all_esp_suites()[1]] {
+        let (e, a) = material(suite);
+        let k = key(suite, &e, &a, false);
+        let (mut one, _) = layout(suite, 30);
+        let mut three = one.clone();
+        seal(&*k, &mut one, 1);
+        seal(&*k, &mut three, 3);
+        let mut short = vec![7u8; 12];
+        let mut ok = [false; 3];
+        k.open_burst(
+            &mut [
+                EspOp {
+                    esp: &mut one,
+                    seq: 1,
+                },
+                EspOp {
+                    esp: &mut short,
+                    seq: 2,
+                },
+                EspOp {
+                    esp: &mut three,
+                    seq: 3,
+                },
+            ],
+            &mut ok,
+        );
+        assert_eq!(ok, [true, false, true], "{suite}");
+    }
+}

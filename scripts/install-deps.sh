@@ -6,7 +6,7 @@ set -euo pipefail
 # the live test bed: iproute2, ethtool, ping, iperf3, procps (sysctl), util-linux (unshare);
 # the RFC 2544 tester: strongSwan with kernel-libipsec (a DUT), fonts for the PNG plots,
 # Chromium (renders the report in a test), jsonschema (validates its JSON).
-pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-pytest tshark
+pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-cryptography python3-pytest tshark
   iproute2 ethtool iputils-ping iperf3 procps util-linux
   strongswan-charon strongswan-swanctl libcharon-extra-plugins fonts-dejavu-core chromium
   python3-jsonschema)

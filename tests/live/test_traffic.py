@@ -2,6 +2,7 @@
 IPv4 and IPv6, both directions; the transport link carries only ESP, and tshark decrypts
 it with the configured keys."""
 import json
+import subprocess
 import time
 
 import pytest
@@ -31,6 +32,16 @@ def test_ping(io_bed, fam, src, dst):
 
 
 def iperf(src, dst, fam, udp, reverse=False):
+    """One iperf3 run; a client that hangs past its timeout is run once more. iperf3's
+    end-of-test exchange hung once in CI (UDP over AF_XDP, IPv6: no output for 30 s) and
+    passed 48 of 48 reruns; a second hang still fails the test."""
+    try:
+        return iperf_once(src, dst, fam, udp, reverse)
+    except subprocess.TimeoutExpired:
+        return iperf_once(src, dst, fam, udp, reverse)
+
+
+def iperf_once(src, dst, fam, udp, reverse):
     server = nspopen(dst, "iperf3", "-s", "-1", "-p", "5201")
     time.sleep(0.3)
     try:

@@ -1,6 +1,8 @@
 //! Shared set-up for the fuzz targets: one gateway configuration with tunnel (IPv4 and
 //! IPv6), transport, ESN and UDP-encapsulated SAs in both directions; AES-GCM with 16- and
-//! 12-byte ICVs, and AES-CBC with HMAC-SHA-256 (inbound transport).
+//! 12-byte ICVs, and AES-CBC with HMAC-SHA-256 (inbound transport); AH with HMAC-SHA1-96
+//! (transport, both directions, alone and around ESP in a bundle) and with AES-GMAC (IPv6
+//! tunnel, inbound).
 use std::sync::{Arc, OnceLock};
 
 use espgw_core::Tables;
@@ -39,6 +41,43 @@ udp_encap = true
 
 [[sa]]
 direction = "in"
+spi = 0x300
+mode = "transport"
+cipher = "aes-256-cbc"
+cipher_key = "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f"
+integrity = "hmac-sha256-128"
+integrity_key = "0x0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000"
+
+[[sa]]
+direction = "in"
+spi = 0x600
+mode = "transport"
+protocol = "ah"
+integrity = "hmac-sha1-96"
+integrity_key = "0x0102030405060708090a0b0c0d0e0f1011121314"
+replay_window = 0
+
+[[sa]]
+direction = "in"
+spi = 0x700
+mode = "ipv6-tunnel"
+local = "2001:db8:2::2"
+remote = "2001:db8:2::1"
+protocol = "ah"
+integrity = "aes-128-gmac"
+integrity_key = "0x000102030405060708090a0b0c0d0e0f01020304"
+esn = true
+
+[[sa]]
+direction = "out"
+spi = 0x600
+mode = "transport"
+protocol = "ah"
+integrity = "hmac-sha1-96"
+integrity_key = "0x0102030405060708090a0b0c0d0e0f1011121314"
+
+[[sa]]
+direction = "out"
 spi = 0x300
 mode = "transport"
 cipher = "aes-256-cbc"
@@ -88,11 +127,49 @@ action = "protect"
 sa = 0x300
 
 [[policy]]
+direction = "in"
+src = "203.0.113.0/24"
+dst = "198.51.100.0/24"
+proto = "tcp"
+priority = 5
+action = "protect"
+sa = 0x600
+
+[[policy]]
+direction = "in"
+src = "203.0.113.0/24"
+dst = "198.51.100.0/24"
+proto = "icmp"
+priority = 5
+action = "protect"
+sa = 0x300
+ah_sa = 0x600
+
+[[policy]]
 direction = "out"
 src = "198.51.100.0/24"
 dst = "0.0.0.0/0"
 action = "protect"
 sa = 0x500
+
+[[policy]]
+direction = "out"
+src = "198.51.100.0/24"
+dst = "203.0.113.0/24"
+proto = "tcp"
+priority = 5
+action = "protect"
+sa = 0x600
+
+[[policy]]
+direction = "out"
+src = "198.51.100.0/24"
+dst = "203.0.113.0/24"
+proto = "icmp"
+priority = 5
+action = "protect"
+sa = 0x300
+ah_sa = 0x600
 
 [[policy]]
 direction = "out"

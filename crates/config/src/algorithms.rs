@@ -71,6 +71,10 @@ pub fn integrity_by_name(name: &str) -> Option<Integrity> {
             Integrity::HmacSha512_256
         }
         "aes-xcbc-mac-96" | "aes-xcbc-mac" | "aes-xcbc" => Integrity::AesXcbc96,
+        // AH only (RFC 4543 AUTH_AES_*_GMAC); ESP names GMAC as its cipher.
+        "aes-128-gmac" => Integrity::AesGmac { key_len: 16 },
+        "aes-192-gmac" => Integrity::AesGmac { key_len: 24 },
+        "aes-256-gmac" => Integrity::AesGmac { key_len: 32 },
         _ => return None,
     })
 }

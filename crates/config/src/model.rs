@@ -270,6 +270,13 @@ impl SaConfig {
 pub enum Action {
     /// Protect with (outbound) or require (inbound) the SA of this SPI and direction.
     Protect(u32),
+    /// An SA bundle (RFC 4301 §4.5): ESP with the SA `esp`, then AH with the SA `ah` around
+    /// it (setkey's `esp/transport//require ah/transport//require`). Inbound, AH is checked
+    /// and removed first and both SAs are required.
+    Bundle {
+        esp: u32,
+        ah: u32,
+    },
     Bypass,
     Discard,
 }
@@ -419,22 +426,30 @@ impl Config {
     /// for deprecated (RFC 8221) and unprotected ones.
     fn check_algorithms(&self, sa: &SaConfig) -> Result<(), ConfigError> {
         let s = sa.suite;
-        if sa.proto == SaProto::Ah {
-            // Parsed and checked below, but refused: without an AH transform the data
-            // plane would treat the SA as ESP.
-            return Err(sa.loc.error(
-                "protocol",
-                "AH (RFC 4302) is not implemented in the data plane yet; use ESP (NULL encryption with an integrity algorithm gives integrity only)",
-            ));
-        }
-        s.check().map_err(|m| sa.loc.error("algorithm", m))?;
-        if sa.proto == SaProto::Ah
-            && (s.enc != Encryption::Null || s.integ == espgw_crypto::Integrity::None)
-        {
-            return Err(sa.loc.error(
-                "algorithm",
-                "AH takes an integrity algorithm and no encryption",
-            ));
+        match sa.proto {
+            SaProto::Esp => s.check().map_err(|m| sa.loc.error("algorithm", m))?,
+            SaProto::Ah => {
+                if s.enc != Encryption::Null || s.integ == espgw_crypto::Integrity::None {
+                    return Err(sa.loc.error(
+                        "algorithm",
+                        "AH takes an integrity algorithm and no encryption",
+                    ));
+                }
+                if let espgw_crypto::Integrity::AesGmac { key_len } = s.integ {
+                    if !matches!(key_len, 16 | 24 | 32) {
+                        return Err(sa
+                            .loc
+                            .error("algorithm", "AES-GMAC key must be 16, 24 or 32 bytes"));
+                    }
+                }
+                if sa.udp_encap.is_some() {
+                    // RFC 3948 encapsulates ESP only: AH covers the addresses a NAT rewrites.
+                    return Err(sa.loc.error(
+                        "udp_encap",
+                        "AH cannot be carried in UDP (NAT traversal is for ESP only)",
+                    ));
+                }
+            }
         }
         if s.is_legacy() && !self.policy.allow_legacy {
             return Err(sa.loc.error(
@@ -533,11 +548,27 @@ impl Config {
             if p.sport.lo > p.sport.hi || p.dport.lo > p.dport.hi || p.proto.lo > p.proto.hi {
                 return Err(p.loc.error("range", "low end above high end"));
             }
-            if let Action::Protect(spi) = p.action {
-                if self.sa(p.direction, spi).is_none() {
+            let need: &[(u32, Option<SaProto>)] = match p.action {
+                Action::Protect(spi) => &[(spi, None)],
+                Action::Bundle { esp, ah } => &[(esp, Some(SaProto::Esp)), (ah, Some(SaProto::Ah))],
+                Action::Bypass | Action::Discard => &[],
+            };
+            for &(spi, proto) in need {
+                let Some(sa) = self.sa(p.direction, spi) else {
                     return Err(p.loc.error(
                         "protect",
                         format!("no {} SA with SPI {spi} (0x{spi:x})", p.direction),
+                    ));
+                };
+                if proto.is_some_and(|want| want != sa.proto) {
+                    return Err(p.loc.error(
+                        "protect",
+                        format!(
+                            "SA 0x{spi:x} (line {}) is {}, the bundle needs {}",
+                            sa.loc.line,
+                            sa.proto.name(),
+                            proto.map_or("", |w| w.name())
+                        ),
                     ));
                 }
             }

@@ -113,6 +113,8 @@ struct RawPolicy {
     dport: Option<Spanned<StrOrInt>>,
     action: Spanned<String>,
     sa: Option<Spanned<StrOrInt>>,
+    /// A bundle: the AH SA applied around the ESP SA `sa`.
+    ah_sa: Option<Spanned<StrOrInt>>,
 }
 
 #[derive(Deserialize)]
@@ -613,24 +615,47 @@ fn convert_policy(
     };
     let sport = ports(&p.sport, "sport")?;
     let dport = ports(&p.dport, "dport")?;
+    if let (Some(a), false) = (&p.ah_sa, p.action.get_ref() == "protect") {
+        return Err(lines.err(a, "ah_sa", "ah_sa goes with action = \"protect\""));
+    }
     let action = match p.action.get_ref().as_str() {
         "protect" => {
             let sa =
                 p.sa.as_ref()
                     .ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
-            let found = match sa.get_ref() {
-                StrOrInt::Str(name) => cfg
-                    .sas
-                    .iter()
-                    .find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
-                StrOrInt::Int(spi) => cfg
-                    .sas
-                    .iter()
-                    .find(|s| s.direction == dir && i64::from(s.spi) == *spi),
+            let find = |v: &Spanned<StrOrInt>, field: &str| {
+                let found = match v.get_ref() {
+                    StrOrInt::Str(name) => cfg
+                        .sas
+                        .iter()
+                        .find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
+                    StrOrInt::Int(spi) => cfg
+                        .sas
+                        .iter()
+                        .find(|s| s.direction == dir && i64::from(s.spi) == *spi),
+                };
+                found.ok_or_else(|| {
+                    lines.err(v, field, format!("no {dir} SA with that name or SPI"))
+                })
             };
-            let found = found
-                .ok_or_else(|| lines.err(sa, "sa", format!("no {dir} SA with that name or SPI")))?;
-            Action::Protect(found.spi)
+            let found = find(sa, "sa")?;
+            match &p.ah_sa {
+                None => Action::Protect(found.spi),
+                Some(a) => {
+                    let ah = find(a, "ah_sa")?;
+                    if found.proto != SaProto::Esp || ah.proto != SaProto::Ah {
+                        return Err(lines.err(
+                            a,
+                            "ah_sa",
+                            "a bundle is an ESP SA (sa) inside an AH SA (ah_sa)",
+                        ));
+                    }
+                    Action::Bundle {
+                        esp: found.spi,
+                        ah: ah.spi,
+                    }
+                }
+            }
         }
         "bypass" => Action::Bypass,
         "discard" => Action::Discard,
@@ -697,5 +722,67 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (5, "sa"), "{e}");
         let e = err("[[route]]\ndst = \"10.0.0.0/8\"\nport = \"north\"\n");
         assert_eq!((e.line, e.field.as_str()), (3, "port"), "{e}");
+    }
+
+    #[test]
+    fn ah_sas_and_bundles() {
+        let t = r#"
+[[sa]]
+direction = "out"
+spi = 1
+mode = "transport"
+cipher = "aes-128-cbc"
+cipher_key = "0x000102030405060708090a0b0c0d0e0f"
+integrity = "hmac-sha256"
+integrity_key = "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f"
+
+[[sa]]
+direction = "out"
+spi = 2
+mode = "transport"
+protocol = "ah"
+integrity = "aes-128-gmac"
+integrity_key = "0x000102030405060708090a0b0c0d0e0f01020304"
+
+[[policy]]
+direction = "out"
+src = "192.0.2.1/32"
+dst = "192.0.2.2/32"
+action = "protect"
+sa = 1
+ah_sa = 2
+"#;
+        let c = crate::parse(t, "x.toml", None).unwrap();
+        assert_eq!(c.policies[0].action, Action::Bundle { esp: 1, ah: 2 });
+        assert_eq!(
+            c.sas[1].suite.integ,
+            espgw_crypto::Integrity::AesGmac { key_len: 16 }
+        );
+        // The bundle's order is fixed: sa names ESP, ah_sa names AH.
+        let e = crate::parse(
+            &t.replace("sa = 1\nah_sa = 2", "sa = 2\nah_sa = 1"),
+            "x.toml",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (25, "ah_sa"));
+        let e = crate::parse(&t.replace("ah_sa = 2", "ah_sa = 9"), "x.toml", None).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (25, "ah_sa"));
+        let e = crate::parse(&t.replace("\"protect\"", "\"bypass\""), "x.toml", None).unwrap_err();
+        assert_eq!(e.field, "ah_sa");
+        // GMAC is named as an ESP cipher, not as ESP integrity.
+        let esp_gmac = t
+            .replace(
+                "integrity = \"hmac-sha256\"",
+                "integrity = \"aes-128-gmac\"",
+            )
+            .replacen(
+                "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f",
+                "0x000102030405060708090a0b0c0d0e0f01020304",
+                1,
+            );
+        let e = crate::parse(&esp_gmac, "x.toml", None).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "algorithm"));
+        assert!(e.message.contains("GMAC integrity is for AH"), "{e}");
     }
 }

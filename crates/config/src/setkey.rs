@@ -104,10 +104,14 @@ struct PendingSa {
     used: Option<(Direction, Mode)>,
 }
 
+#[derive(Clone, Copy)]
 enum Template {
     Tunnel(IpAddr, IpAddr),
     Transport,
 }
+
+/// A policy's templates, innermost first (one SA, or ESP then AH).
+type Templates = Vec<(SaProto, Template)>;
 
 struct Stmt<'a> {
     toks: &'a [Tok],
@@ -149,7 +153,7 @@ impl<'a> Stmt<'a> {
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let toks = tokenize(text);
     let mut sas: Vec<PendingSa> = Vec::new();
-    let mut policies: Vec<(PolicyConfig, Option<Template>)> = Vec::new();
+    let mut policies: Vec<(PolicyConfig, Templates)> = Vec::new();
     for stmt in toks.split(|t| t.s == ";") {
         if stmt.is_empty() {
             continue;
@@ -186,46 +190,20 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         burst: DEFAULT_BURST,
         ..Config::default()
     };
-    for (mut p, tmpl) in policies {
-        if let Some(t) = tmpl {
-            let dir = p.direction;
-            let found = sas.iter_mut().find(|sa| match t {
-                Template::Tunnel(a, b) => sa.src == a && sa.dst == b,
-                Template::Transport => p.src.contains(sa.src) && p.dst.contains(sa.dst),
-            });
-            let Some(sa) = found else {
-                let what = match t {
-                    Template::Tunnel(a, b) => format!("esp/tunnel/{a}-{b}"),
-                    Template::Transport => format!("esp/transport between {} and {}", p.src, p.dst),
-                };
-                return Err(p.loc.error(
-                    "policy",
-                    format!("no SA for {what}: add one with 'add SRC DST esp SPI ...'"),
-                ));
-            };
-            let mode = match t {
-                Template::Tunnel(a, b) => match dir {
-                    Direction::Out => Mode::Tunnel {
-                        local: a,
-                        remote: b,
-                    },
-                    Direction::In => Mode::Tunnel {
-                        local: b,
-                        remote: a,
-                    },
-                },
-                Template::Transport => Mode::Transport,
-            };
-            match sa.used {
-                Some((d, m)) if d != dir || m != mode => {
-                    return Err(p.loc.error(
-                        "policy",
-                        format!("SA 0x{:x} (line {}) is already used by a policy of another direction or mode", sa.spi, sa.loc.line),
-                    ))
-                }
-                _ => sa.used = Some((dir, mode)),
+    for (mut p, templates) in policies {
+        let mut spis = Vec::with_capacity(templates.len());
+        for (proto, t) in templates {
+            spis.push(resolve_template(&mut sas, &p, proto, t)?);
+        }
+        match spis[..] {
+            [] => {}
+            [spi] => p.action = Action::Protect(spi),
+            [esp, ah] => p.action = Action::Bundle { esp, ah },
+            _ => {
+                return Err(p
+                    .loc
+                    .error("policy", "at most two templates (esp, then ah)"))
             }
-            p.action = Action::Protect(sa.spi);
         }
         cfg.policies.push(p);
     }
@@ -261,6 +239,62 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     Ok(cfg)
 }
 
+/// Finds the SA a policy template names (same protocol; tunnel: same endpoints;
+/// transport: endpoints inside the policy's selectors), gives it the policy's direction and
+/// mode, and returns its SPI.
+fn resolve_template(
+    sas: &mut [PendingSa],
+    p: &PolicyConfig,
+    proto: SaProto,
+    t: Template,
+) -> Result<u32, ConfigError> {
+    let dir = p.direction;
+    let found = sas.iter_mut().find(|sa| {
+        sa.proto == proto
+            && match t {
+                Template::Tunnel(a, b) => sa.src == a && sa.dst == b,
+                Template::Transport => p.src.contains(sa.src) && p.dst.contains(sa.dst),
+            }
+    });
+    let name = proto.name();
+    let Some(sa) = found else {
+        let what = match t {
+            Template::Tunnel(a, b) => format!("{name}/tunnel/{a}-{b}"),
+            Template::Transport => format!("{name}/transport between {} and {}", p.src, p.dst),
+        };
+        return Err(p.loc.error(
+            "policy",
+            format!("no SA for {what}: add one with 'add SRC DST {name} SPI ...'"),
+        ));
+    };
+    let mode = match t {
+        Template::Tunnel(a, b) => match dir {
+            Direction::Out => Mode::Tunnel {
+                local: a,
+                remote: b,
+            },
+            Direction::In => Mode::Tunnel {
+                local: b,
+                remote: a,
+            },
+        },
+        Template::Transport => Mode::Transport,
+    };
+    match sa.used {
+        Some((d, m)) if d != dir || m != mode => Err(p.loc.error(
+            "policy",
+            format!(
+                "SA 0x{:x} (line {}) is already used by a policy of another direction or mode",
+                sa.spi, sa.loc.line
+            ),
+        )),
+        _ => {
+            sa.used = Some((dir, mode));
+            Ok(sa.spi)
+        }
+    }
+}
+
 /// The two-port layout described in the module documentation.
 fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
     const SOUTH: usize = 0;
@@ -286,8 +320,17 @@ fn derive_routes(cfg: &mut Config, sas: &[PendingSa]) {
     for p in cfg.policies.clone() {
         match p.direction {
             Direction::Out => {
-                let tunnel = matches!(p.action, Action::Protect(spi)
-                    if sas.iter().any(|s| s.spi == spi && matches!(s.used, Some((Direction::Out, Mode::Tunnel { .. })))));
+                // The outermost SA decides where the packet goes.
+                let outer = match p.action {
+                    Action::Protect(spi) | Action::Bundle { ah: spi, .. } => Some(spi),
+                    _ => None,
+                };
+                let tunnel = outer.is_some_and(|spi| {
+                    sas.iter().any(|s| {
+                        s.spi == spi
+                            && matches!(s.used, Some((Direction::Out, Mode::Tunnel { .. })))
+                    })
+                });
                 if !tunnel {
                     add(p.dst, NORTH, &p.loc);
                 }
@@ -350,12 +393,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                 dst_port: dport.unwrap_or(4500),
             }),
         ),
-        "ah" => {
-            return Err(s.err_prev(
-                "protocol",
-                "AH (RFC 4302) is not implemented in the data plane yet (ESP with -E null and -A gives integrity only)",
-            ))
-        }
+        "ah" => (SaProto::Ah, None),
         "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
             return Err(s.err_prev("protocol", "only esp, esp-udp and ah are supported"))
         }
@@ -513,7 +551,7 @@ fn range_with_port(s: &str) -> Result<(Prefix, Range<u16>), String> {
 fn parse_spdadd(
     s: &mut Stmt<'_>,
     loc: Location,
-) -> Result<Option<(PolicyConfig, Option<Template>)>, ConfigError> {
+) -> Result<Option<(PolicyConfig, Templates)>, ConfigError> {
     skip_family_flags(s);
     let (src, sport) = range_with_port(s.next("src")?).map_err(|m| s.err_prev("src", m))?;
     let (dst, dport) = range_with_port(s.next("dst")?).map_err(|m| s.err_prev("dst", m))?;
@@ -547,55 +585,23 @@ fn parse_spdadd(
         priority = -v;
     }
     let (action, tmpl) = match s.next("policy")? {
-        "none" => (Action::Bypass, None),
-        "discard" => (Action::Discard, None),
+        "none" => (Action::Bypass, Vec::new()),
+        "discard" => (Action::Discard, Vec::new()),
         "ipsec" => {
-            let rule = s.next("ipsec rule")?;
-            let parts: Vec<&str> = rule.split('/').collect();
-            if parts.len() != 4 {
-                return Err(s.err_prev(
-                    "ipsec rule",
-                    format!("'{rule}' is not PROTO/MODE/SRC-DST/LEVEL"),
-                ));
-            }
-            if parts[0] != "esp" {
-                return Err(s.err_prev(
-                    "ipsec rule",
-                    format!("'{}' is not supported yet (esp)", parts[0]),
-                ));
-            }
-            let level = parts[3].split(':').next().unwrap_or("");
-            if !matches!(level, "require" | "unique" | "default" | "use") {
-                return Err(s.err_prev(
-                    "ipsec rule",
-                    format!(
-                        "level '{}' is not default, use, require or unique",
-                        parts[3]
-                    ),
-                ));
-            }
-            let t = match parts[1] {
-                "tunnel" => {
-                    let (a, b) = split_endpoints(parts[2]).ok_or_else(|| {
-                        s.err_prev("ipsec rule", format!("'{}' is not SRC-DST", parts[2]))
-                    })?;
-                    Template::Tunnel(a, b)
-                }
-                "transport" => Template::Transport,
-                o => {
+            let mut templates = vec![parse_template(s)?];
+            if s.peek().is_some() {
+                templates.push(parse_template(s)?);
+                if templates[0].0 != SaProto::Esp || templates[1].0 != SaProto::Ah {
                     return Err(s.err_prev(
                         "ipsec rule",
-                        format!("mode '{o}' is not tunnel or transport"),
-                    ))
+                        "a bundle is esp/... followed by ah/... (ESP inside, AH around it)",
+                    ));
                 }
-            };
-            if s.peek().is_some() {
-                return Err(s.err(
-                    "ipsec rule",
-                    "SA bundles (esp with ah) are not supported yet",
-                ));
+                if s.peek().is_some() {
+                    return Err(s.err("ipsec rule", "at most two templates (esp, then ah)"));
+                }
             }
-            (Action::Protect(0), Some(t))
+            (Action::Protect(0), templates)
         }
         o => return Err(s.err_prev("policy", format!("'{o}' is not none, discard or ipsec"))),
     };
@@ -613,6 +619,49 @@ fn parse_spdadd(
         },
         tmpl,
     )))
+}
+
+/// One `PROTO/MODE/SRC-DST/LEVEL` rule of an ipsec policy.
+fn parse_template(s: &mut Stmt<'_>) -> Result<(SaProto, Template), ConfigError> {
+    let rule = s.next("ipsec rule")?;
+    let parts: Vec<&str> = rule.split('/').collect();
+    if parts.len() != 4 {
+        return Err(s.err_prev(
+            "ipsec rule",
+            format!("'{rule}' is not PROTO/MODE/SRC-DST/LEVEL"),
+        ));
+    }
+    let proto = match parts[0] {
+        "esp" => SaProto::Esp,
+        "ah" => SaProto::Ah,
+        o => return Err(s.err_prev("ipsec rule", format!("'{o}' is not supported (esp, ah)"))),
+    };
+    let level = parts[3].split(':').next().unwrap_or("");
+    if !matches!(level, "require" | "unique" | "default" | "use") {
+        return Err(s.err_prev(
+            "ipsec rule",
+            format!(
+                "level '{}' is not default, use, require or unique",
+                parts[3]
+            ),
+        ));
+    }
+    let t = match parts[1] {
+        "tunnel" => {
+            let (a, b) = split_endpoints(parts[2]).ok_or_else(|| {
+                s.err_prev("ipsec rule", format!("'{}' is not SRC-DST", parts[2]))
+            })?;
+            Template::Tunnel(a, b)
+        }
+        "transport" => Template::Transport,
+        o => {
+            return Err(s.err_prev(
+                "ipsec rule",
+                format!("mode '{o}' is not tunnel or transport"),
+            ))
+        }
+    };
+    Ok((proto, t))
 }
 
 /// `A-B` where A and B are addresses (IPv6 addresses contain ':' but never '-').
@@ -721,5 +770,56 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         assert_eq!(e.field, "add");
         let e = parse("dump;", "x").unwrap_err();
         assert_eq!(e.field, "command");
+    }
+
+    #[test]
+    fn ah_and_bundles() {
+        let t = "add 192.0.2.1 192.0.2.2 ah 0x20 -A hmac-sha256 0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f;\n\
+                 add 192.0.2.1 192.0.2.2 esp 0x21 -E aes-cbc 0x000102030405060708090a0b0c0d0e0f -A hmac-sha1 0x0001020304050607080900010203040506070809;\n\
+                 add 192.0.2.2 192.0.2.1 ah 0x30 -A aes-xcbc-mac 0x000102030405060708090a0b0c0d0e0f;\n\
+                 spdadd 192.0.2.1 192.0.2.2 any -P out ipsec esp/transport//require ah/transport//require;\n\
+                 spdadd 192.0.2.2 192.0.2.1 icmp -P in ipsec ah/transport//require;\n";
+        let c = parse(t, "x").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.policies[0].action,
+            Action::Bundle {
+                esp: 0x21,
+                ah: 0x20
+            }
+        );
+        assert_eq!(c.policies[1].action, Action::Protect(0x30));
+        let ah = c.sa(Direction::Out, 0x20).unwrap();
+        assert_eq!(
+            (ah.proto, ah.suite.integ),
+            (SaProto::Ah, Integrity::HmacSha256_128)
+        );
+        assert_eq!(ah.mode, Mode::Transport);
+        assert_eq!(c.sa(Direction::In, 0x30).unwrap().proto, SaProto::Ah);
+        // AH does not encrypt; a bundle is ESP inside AH; three templates are too many.
+        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x20 -E aes-cbc 0x00;\n", "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "-E"));
+        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x20;\n", "x").unwrap_err();
+        assert_eq!(e.field, "-A");
+        let swapped = t.replace(
+            "esp/transport//require ah/transport//require",
+            "ah/transport//require esp/transport//require",
+        );
+        let e = parse(&swapped, "x").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "ipsec rule"));
+        let three = t.replace(
+            "ah/transport//require;\n",
+            "ah/transport//require ah/transport//require;\n",
+        );
+        let e = parse(&three, "x").unwrap_err();
+        assert_eq!(e.field, "ipsec rule");
+        // A template's protocol must find an SA of that protocol.
+        let e = parse(
+            &t.replace("icmp -P in ipsec ah", "icmp -P in ipsec esp"),
+            "x",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (5, "policy"));
+        assert!(e.message.contains("no SA for esp/transport"), "{e}");
     }
 }

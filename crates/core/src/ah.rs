@@ -1,8 +1,473 @@
-//! AH (RFC 4302): integrity for the whole packet, immutable IP header fields included.
+//! AH (RFC 4302): integrity for the whole packet, the immutable IP header fields included.
+//!
+//! Transport mode: `[IP hdr][AH][upper layer]`; tunnel mode: `[outer IP][AH][inner packet]`.
+//! The AH header is `[next hdr][payload len][reserved][SPI][seq][IV (GMAC)][ICV][pad]`.
+//!
+//! The ICV covers the IP header with its mutable fields zeroed (§3.3.3.1: IPv4 TOS, flags
+//! and fragment offset, TTL, checksum and the mutable options; IPv6 traffic class, flow
+//! label, hop limit and the data of options marked mutable), the AH header with the ICV
+//! zeroed (its padding included as it stands), the payload, and with ESN the high 32
+//! sequence bits appended (§3.3.3.2.1). The zeroed copy of the headers goes into a scratch
+//! buffer the caller owns, so nothing allocates per packet and the packet itself is never
+//! modified before it is authentic.
+//!
+//! Not handled (the packet is dropped as `ah_unsupported`): IPv4 source-route options and
+//! IPv6 routing headers in front of AH, whose "mutable but predictable" addresses would
+//! have to be rewritten to their values at the final destination before the ICV.
 
-/// AH header length with an ICV of `icv_len` bytes: 12 fixed bytes and the ICV, padded to
-/// 4 bytes over IPv4 and 8 over IPv6 (RFC 4302 §2.2, §3.3.3.2.1).
-pub fn header_len(icv_len: usize, v4: bool) -> usize {
+use espgw_config::Mode;
+use espgw_crypto::AhKey;
+use espgw_wire::{ipv6, proto};
+
+use crate::counters::DropReason;
+use crate::esp_in::{restore_inner, restore_transport_header};
+use crate::esp_out::{emit_tunnel_header, fix_ip_length, transport_split};
+use crate::flow::{parse_ip, IpInfo};
+use crate::packet::Packet;
+use crate::sa::Sa;
+use crate::tables::Tables;
+
+/// Next header, payload length, reserved, SPI, sequence number.
+pub const FIXED_LEN: usize = 12;
+
+/// AH header length with `iv_icv_len` bytes of IV and ICV: 12 fixed bytes and those,
+/// padded to 4 bytes over IPv4 and 8 over IPv6 (RFC 4302 §2.2, §3.3.3.2.1).
+pub fn header_len(iv_icv_len: usize, v4: bool) -> usize {
     let align = if v4 { 4 } else { 8 };
-    (12 + icv_len).div_ceil(align) * align
+    (FIXED_LEN + iv_icv_len).div_ceil(align) * align
+}
+
+/// IPv4 options that stay the same in transit (RFC 4302 Appendix A.1), by option number:
+/// end of list, no-op, security, extended security, commercial security, router alert,
+/// sender-directed multi-destination delivery.
+const IMMUTABLE_V4_OPTIONS: [u8; 7] = [0, 1, 2, 5, 6, 20, 21];
+/// Loose and strict source route: mutable but predictable.
+const SOURCE_ROUTE_OPTIONS: [u8; 2] = [3, 9];
+
+/// Zeroes the fields of `hdr` (the IP header and, over IPv6, the extension headers in
+/// front of AH) that may change in transit.
+fn zero_mutable(hdr: &mut [u8], v4: bool) -> Result<(), DropReason> {
+    if v4 {
+        if hdr.len() < 20 {
+            return Err(DropReason::Malformed);
+        }
+        hdr[1] = 0; // TOS (DSCP, ECN)
+        hdr[6..9].fill(0); // flags, fragment offset, TTL
+        hdr[10..12].fill(0); // checksum
+        let mut i = 20;
+        while i < hdr.len() {
+            let t = hdr[i];
+            match t {
+                0 => break, // end of list: the rest is padding, immutable
+                1 => {
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            let len = usize::from(*hdr.get(i + 1).ok_or(DropReason::Malformed)?);
+            if len < 2 || i + len > hdr.len() {
+                return Err(DropReason::Malformed);
+            }
+            let number = t & 0x1f;
+            if SOURCE_ROUTE_OPTIONS.contains(&number) {
+                return Err(DropReason::AhUnsupported);
+            }
+            if !IMMUTABLE_V4_OPTIONS.contains(&number) {
+                // RFC 4302 §3.3.3.1.1.2: a mutable option is zeroed whole.
+                hdr[i..i + len].fill(0);
+            }
+            i += len;
+        }
+        return Ok(());
+    }
+    if hdr.len() < ipv6::HEADER_LEN {
+        return Err(DropReason::Malformed);
+    }
+    hdr[0] &= 0xf0; // traffic class (high nibble)
+    hdr[1..4].fill(0); // traffic class (low nibble), flow label
+    hdr[7] = 0; // hop limit
+    let mut nh = hdr[6];
+    let mut off = ipv6::HEADER_LEN;
+    while off < hdr.len() {
+        match nh {
+            proto::HOPOPT | proto::DSTOPTS => {
+                let len = (usize::from(*hdr.get(off + 1).ok_or(DropReason::Malformed)?) + 1) * 8;
+                if off + len > hdr.len() {
+                    return Err(DropReason::Malformed);
+                }
+                zero_mutable_v6_options(&mut hdr[off + 2..off + len])?;
+                nh = hdr[off];
+                off += len;
+            }
+            proto::ROUTING => return Err(DropReason::AhUnsupported),
+            proto::FRAGMENT => return Err(DropReason::Fragment),
+            _ => return Err(DropReason::Malformed),
+        }
+    }
+    Ok(())
+}
+
+/// The options area of a hop-by-hop or destination options header: the data of every
+/// option whose type has the "may change en route" bit (0x20) is zeroed (RFC 8200 §4.2).
+fn zero_mutable_v6_options(opts: &mut [u8]) -> Result<(), DropReason> {
+    let mut j = 0;
+    while j < opts.len() {
+        let t = opts[j];
+        if t == 0 {
+            j += 1; // Pad1
+            continue;
+        }
+        let len = usize::from(*opts.get(j + 1).ok_or(DropReason::Malformed)?);
+        let end = j + 2 + len;
+        if end > opts.len() {
+            return Err(DropReason::Malformed);
+        }
+        if t & 0x20 != 0 {
+            opts[j + 2..end].fill(0);
+        }
+        j = end;
+    }
+    Ok(())
+}
+
+/// Where AH sits in a packet: its offset and length, and the IP family in front of it.
+#[derive(Debug, Clone, Copy)]
+struct AhAt {
+    off: usize,
+    len: usize,
+    v4: bool,
+}
+
+/// The high half of `seq` if the SA uses ESN: the ICV covers it (RFC 4302 §3.3.3.2.1).
+fn seq_hi(seq: u64, esn: bool) -> Option<u32> {
+    esn.then_some((seq >> 32) as u32)
+}
+
+/// Computes the ICV of the AH packet `d` as RFC 4302 §3.3.3 describes, without modifying
+/// `d`.
+fn icv(
+    d: &[u8],
+    at: AhAt,
+    key: &AhKey,
+    seq_hi: Option<u32>,
+    scratch: &mut Vec<u8>,
+) -> Result<espgw_crypto::integrity::Tag, DropReason> {
+    let iv_end = at.off + FIXED_LEN + key.iv_len();
+    let icv_end = iv_end + key.icv_len();
+    let front = d.get(..at.off + at.len).ok_or(DropReason::Truncated)?;
+    if icv_end > front.len() {
+        return Err(DropReason::Truncated);
+    }
+    scratch.clear();
+    scratch.extend_from_slice(front);
+    zero_mutable(&mut scratch[..at.off], at.v4)?;
+    scratch[iv_end..icv_end].fill(0);
+    let hi = seq_hi.unwrap_or(0).to_be_bytes();
+    let hi: &[u8] = if seq_hi.is_some() { &hi } else { &[] };
+    let parts: [&[u8]; 3] = [scratch, &d[at.off + at.len..], hi];
+    key.tag(&d[at.off + FIXED_LEN..iv_end], &parts)
+        .ok_or(DropReason::Malformed)
+}
+
+/// What an outbound AH packet needs next.
+#[derive(Debug, Clone, Copy)]
+pub struct Protected {
+    pub route_v4: bool,
+    pub route_dst: u128,
+    /// Bytes protected (inner packet or upper layer), for counters and lifetimes.
+    pub payload_len: u32,
+}
+
+/// Adds AH for `sa` (whose key is `key`) with sequence number `seq` to the IP packet in
+/// `pkt`: plaintext, or an ESP packet when AH is the outer SA of a bundle.
+pub fn protect(
+    pkt: &mut Packet,
+    sa: &Sa,
+    key: &AhKey,
+    seq: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<Protected, DropReason> {
+    let info = parse_ip(pkt.data())?;
+    if info.is_fragment {
+        return Err(DropReason::Fragment);
+    }
+    pkt.truncate(info.total_len);
+    let iv_icv = key.iv_len() + key.icv_len();
+    let (ah_off, ah_len, next_header, v4, route, payload_len) = match sa.mode {
+        Mode::Tunnel { local, remote } => {
+            let v4 = local.is_ipv4();
+            let ah_len = header_len(iv_icv, v4);
+            let ip_len = if v4 { 20 } else { ipv6::HEADER_LEN };
+            pkt.push_front(ip_len + ah_len).ok_or(DropReason::TooBig)?;
+            let total = pkt.len();
+            let route = emit_tunnel_header(
+                pkt.data_mut(),
+                local,
+                remote,
+                proto::AH,
+                &info,
+                sa.ttl,
+                seq,
+                total,
+            )?;
+            let nh = if info.key.v4 {
+                proto::IPIP
+            } else {
+                proto::IPV6
+            };
+            (ip_len, ah_len, nh, v4, route, info.total_len)
+        }
+        Mode::Transport => {
+            let v4 = info.key.v4;
+            let (hdr_len, nh_at) = transport_split(pkt.data(), &info)?;
+            let ah_len = header_len(iv_icv, v4);
+            let nh = *pkt.data().get(nh_at).ok_or(DropReason::Malformed)?;
+            if !pkt.open_gap(hdr_len, ah_len) {
+                return Err(DropReason::TooBig);
+            }
+            let total = pkt.len();
+            let d = pkt.data_mut();
+            d[nh_at] = proto::AH;
+            fix_ip_length(d, v4, total)?;
+            let route = (v4, info.key.dst);
+            (hdr_len, ah_len, nh, v4, route, info.total_len - hdr_len)
+        }
+    };
+    let d = pkt.data_mut();
+    let ah = &mut d[ah_off..ah_off + ah_len];
+    ah[0] = next_header;
+    ah[1] = (ah_len / 4 - 2) as u8;
+    ah[2..4].fill(0);
+    ah[4..8].copy_from_slice(&sa.spi.to_be_bytes());
+    ah[8..12].copy_from_slice(&(seq as u32).to_be_bytes());
+    // GMAC's IV: the sequence number, unique for the key's life since it never wraps.
+    let iv_len = key.iv_len();
+    let iv = seq.to_be_bytes();
+    ah[FIXED_LEN..FIXED_LEN + iv_len].copy_from_slice(&iv[8 - iv_len..]);
+    ah[FIXED_LEN + iv_len..].fill(0);
+    let at = AhAt {
+        off: ah_off,
+        len: ah_len,
+        v4,
+    };
+    let tag = icv(d, at, key, seq_hi(seq, sa.esn), scratch)?;
+    let icv_at = ah_off + FIXED_LEN + iv_len;
+    d[icv_at..icv_at + key.icv_len()].copy_from_slice(tag.as_slice());
+    Ok(Protected {
+        route_v4: route.0,
+        route_dst: route.1,
+        payload_len: payload_len as u32,
+    })
+}
+
+/// An inbound AH packet matched to its SA.
+#[derive(Debug, Clone, Copy)]
+pub struct AhJob {
+    pub sa: u32,
+    pub seq_low: u32,
+    pub ah_off: usize,
+    pub ah_len: usize,
+    /// Offset of the byte naming AH (to restore in transport mode).
+    pub nh_at: usize,
+    pub next_header: u8,
+    pub outer_tos: u8,
+    pub v4: bool,
+}
+
+/// Where AH starts in an IP packet and the offset of the byte that names it, if the packet
+/// carries AH (after IPv6 extension headers that may precede it).
+#[inline(always)]
+fn find(d: &[u8], info: &IpInfo) -> Option<(usize, usize)> {
+    if info.key.v4 {
+        return (info.key.proto == proto::AH).then_some((info.upper_off, 9));
+    }
+    let mut nh = *d.get(6)?;
+    let mut nh_at = 6;
+    let mut off = ipv6::HEADER_LEN;
+    for _ in 0..8 {
+        match nh {
+            proto::AH => return Some((off, nh_at)),
+            proto::HOPOPT | proto::DSTOPTS | proto::ROUTING => {
+                let len = (usize::from(*d.get(off + 1)?) + 1) * 8;
+                nh_at = off;
+                nh = *d.get(off)?;
+                off += len;
+            }
+            proto::FRAGMENT => {
+                nh_at = off;
+                nh = *d.get(off)?;
+                off += 8;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Recognises AH and finds its SA by SPI. `Ok(None)`: the packet is not AH.
+#[inline(always)]
+pub fn classify(
+    pkt: &Packet,
+    info: &IpInfo,
+    tables: &Tables,
+) -> Result<Option<AhJob>, (DropReason, Option<u32>)> {
+    if tables.ah_in_by_spi.is_empty() && info.key.proto != proto::AH {
+        return Ok(None);
+    }
+    let d = pkt.data().get(..info.total_len).unwrap_or(&[]);
+    let Some((ah_off, nh_at)) = find(d, info) else {
+        return Ok(None);
+    };
+    if info.is_fragment {
+        return Err((DropReason::Fragment, None));
+    }
+    let ah = d
+        .get(ah_off..ah_off + FIXED_LEN)
+        .ok_or((DropReason::Truncated, None))?;
+    let spi = u32::from_be_bytes([ah[4], ah[5], ah[6], ah[7]]);
+    let seq_low = u32::from_be_bytes([ah[8], ah[9], ah[10], ah[11]]);
+    let ah_len = (usize::from(ah[1]) + 2) * 4;
+    let sa_idx = *tables
+        .ah_in_by_spi
+        .get(&spi)
+        .ok_or((DropReason::NoSa, None))?;
+    let sa = &tables.sas[sa_idx as usize];
+    // Lenient on padding (some peers pad IPv4 to 8), strict on room for IV and ICV.
+    let align = if info.key.v4 { 4 } else { 8 };
+    if ah_len < FIXED_LEN + sa.iv_len + sa.icv_len
+        || !ah_len.is_multiple_of(align)
+        || ah_off + ah_len > d.len()
+    {
+        return Err((DropReason::Truncated, Some(sa_idx)));
+    }
+    if let Mode::Tunnel { local, .. } = sa.mode {
+        if local.is_ipv4() != info.key.v4 {
+            return Err((DropReason::SaMismatch, Some(sa_idx)));
+        }
+    }
+    Ok(Some(AhJob {
+        sa: sa_idx,
+        seq_low,
+        ah_off,
+        ah_len,
+        nh_at,
+        next_header: ah[0],
+        outer_tos: info.tos,
+        v4: info.key.v4,
+    }))
+}
+
+/// Whether the AH packet in `pkt` (trimmed to its IP length) is authentic under `key` with
+/// the full sequence number `seq`. Compares in constant time; changes nothing.
+pub fn verify(
+    pkt: &Packet,
+    job: &AhJob,
+    key: &AhKey,
+    seq: u64,
+    esn: bool,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let d = pkt.data();
+    let at = job.ah_off + FIXED_LEN + key.iv_len();
+    let Some(received) = d.get(at..at + key.icv_len()) else {
+        return false;
+    };
+    let at = AhAt {
+        off: job.ah_off,
+        len: job.ah_len,
+        v4: job.v4,
+    };
+    icv(d, at, key, seq_hi(seq, esn), scratch)
+        .is_ok_and(|t| espgw_crypto::ct::ct_eq(t.as_slice(), received))
+}
+
+/// Removes AH from an authentic packet: leaves the inner packet (tunnel) or the packet as
+/// it was before AH was inserted (transport).
+pub fn remove(pkt: &mut Packet, job: &AhJob, sa: &Sa) -> Result<(), DropReason> {
+    let end = job.ah_off + job.ah_len;
+    match sa.mode {
+        Mode::Tunnel { .. } => {
+            let inner_v4 = match job.next_header {
+                proto::IPIP => true,
+                proto::IPV6 => false,
+                _ => return Err(DropReason::BadNextHeader),
+            };
+            pkt.pull_front(end);
+            restore_inner(pkt, inner_v4, job.outer_tos)
+        }
+        Mode::Transport => {
+            if !pkt.close_gap(job.ah_off, job.ah_len) {
+                return Err(DropReason::Malformed);
+            }
+            restore_transport_header(pkt.data_mut(), job.nh_at, job.next_header, job.v4)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lengths_follow_the_alignment_rule() {
+        // HMAC-SHA1-96 and -MD5-96: 24 both ways; SHA-256-128: 28 over IPv4, 32 over IPv6;
+        // GMAC (8-byte IV, 16-byte ICV): 36 / 40.
+        assert_eq!((header_len(12, true), header_len(12, false)), (24, 24));
+        assert_eq!((header_len(16, true), header_len(16, false)), (28, 32));
+        assert_eq!((header_len(24, true), header_len(32, false)), (36, 48));
+        assert_eq!((header_len(24, true), header_len(24, false)), (36, 40));
+    }
+
+    #[test]
+    fn ipv4_mutable_fields_and_options_are_zeroed() {
+        // Header with a router alert (immutable), a timestamp option (mutable, number 4)
+        // and end of list.
+        let mut h = vec![
+            0x48, 0xb8, 0, 40, 0x12, 0x34, 0x40, 0x00, 64, 51, 0xab, 0xcd,
+        ];
+        h.extend_from_slice(&[192, 0, 2, 1, 198, 51, 100, 2]);
+        h.extend_from_slice(&[148, 4, 0, 0]); // router alert
+        h.extend_from_slice(&[68, 8, 5, 0, 1, 2, 3, 4]); // timestamp (0x44)
+        h.extend_from_slice(&[0, 0, 0, 0]); // EOL + padding
+        let mut z = h.clone();
+        zero_mutable(&mut z, true).unwrap();
+        assert_eq!(z[1], 0);
+        assert_eq!(&z[6..12], &[0, 0, 0, 51, 0, 0]);
+        assert_eq!(&z[4..6], &h[4..6], "identification stays");
+        assert_eq!(&z[12..20], &h[12..20], "addresses stay");
+        assert_eq!(&z[20..24], &h[20..24], "router alert stays");
+        assert_eq!(&z[24..32], &[0; 8], "timestamp zeroed whole");
+        let mut lsrr = h.clone();
+        lsrr[24] = 131;
+        assert_eq!(
+            zero_mutable(&mut lsrr, true),
+            Err(DropReason::AhUnsupported)
+        );
+        let mut bad = h.clone();
+        bad[25] = 40; // option longer than the header
+        assert_eq!(zero_mutable(&mut bad, true), Err(DropReason::Malformed));
+    }
+
+    #[test]
+    fn ipv6_mutable_fields_and_option_data_are_zeroed() {
+        let mut h = vec![0x6b, 0x81, 0x23, 0x45, 0, 32, proto::HOPOPT, 64];
+        h.extend_from_slice(&[0x20; 32]); // addresses
+                                          // Hop-by-hop: next AH, length 0 (8 bytes): an option 0x3e (mutable bit set) with
+                                          // 2 data bytes, and an option 0x1e (immutable) with 0 bytes.
+        h.extend_from_slice(&[proto::AH, 0, 0x3e, 2, 0xaa, 0xbb, 0x1e, 0]);
+        let mut z = h.clone();
+        zero_mutable(&mut z, false).unwrap();
+        assert_eq!(&z[..8], &[0x60, 0, 0, 0, 0, 32, proto::HOPOPT, 0]);
+        assert_eq!(&z[40..48], &[proto::AH, 0, 0x3e, 2, 0, 0, 0x1e, 0]);
+        let mut routed = h.clone();
+        routed[6] = proto::ROUTING;
+        assert_eq!(
+            zero_mutable(&mut routed, false),
+            Err(DropReason::AhUnsupported)
+        );
+        let mut short = h.clone();
+        short[43] = 9; // option runs past its header
+        assert_eq!(zero_mutable(&mut short, false), Err(DropReason::Malformed));
+    }
 }

@@ -47,7 +47,8 @@ reasons! {
     Mtu => "mtu", "too big for the path MTU with DF set (or IPv6): ICMP error sent";
     NoNeighbour => "no_neighbour", "next hop did not answer ARP / neighbour solicitation";
     TtlExceeded => "ttl_exceeded", "TTL / hop limit expired: ICMP time exceeded sent";
-    ToGateway => "to_gateway", "addressed to the gateway but neither ESP, IKE nor ping";
+    ToGateway => "to_gateway", "addressed to the gateway but neither ESP, AH, IKE nor ping";
+    AhUnsupported => "ah_unsupported", "AH behind an IPv4 source route or IPv6 routing header (not implemented)";
     Reassembly => "reassembly", "fragment not reassembled (timeout, overlap, size or memory limit)";
     TxFull => "tx_full", "transmit ring full";
 }

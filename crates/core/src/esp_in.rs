@@ -31,6 +31,8 @@ pub struct OpenJob {
     /// Outer TOS / traffic class (for ECN decapsulation).
     pub outer_tos: u8,
     pub outer_v4: bool,
+    /// The AH SA that was verified and removed around this ESP packet (a bundle).
+    pub via_ah: Option<u32>,
 }
 
 /// Whether an inbound packet is ESP.
@@ -118,6 +120,7 @@ pub fn classify(
         nh_at,
         outer_tos: info.tos,
         outer_v4: k.v4,
+        via_ah: None,
     }))
 }
 
@@ -129,9 +132,9 @@ pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReaso
         .len()
         .checked_sub(esp::HEADER_LEN + sa.iv_len + sa.icv_len)
         .ok_or(DropReason::Truncated)?;
+    let key = sa.esp_key().ok_or(DropReason::SaMismatch)?;
     let mut ok = [false];
-    sa.key
-        .open_burst(&mut [espgw_crypto::EspOp { esp, seq }], &mut ok);
+    key.open_burst(&mut [espgw_crypto::EspOp { esp, seq }], &mut ok);
     if ok[0] {
         Ok(text_len)
     } else {
@@ -175,30 +178,7 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             };
             pkt.pull_front(job.text_off);
             pkt.truncate(t.payload_len);
-            let d = pkt.data_mut();
-            let outer_ecn = job.outer_tos & 3;
-            // The inner packet may be followed by TFC padding (RFC 4303 §2.7): trim to its
-            // own length.
-            let inner_len = if inner_v4 {
-                let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-                let tos = ip.tos();
-                let ecn = ecn_decap(outer_ecn, tos & 3).ok_or(DropReason::EcnDrop)?;
-                if ecn != tos & 3 {
-                    ip.set_tos((tos & !3) | ecn);
-                    ip.fill_checksum();
-                }
-                ip.total_len()
-            } else {
-                let mut ip = Ipv6Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-                let tc = ip.traffic_class();
-                let ecn = ecn_decap(outer_ecn, tc & 3).ok_or(DropReason::EcnDrop)?;
-                if ecn != tc & 3 {
-                    ip.set_traffic_class((tc & !3) | ecn);
-                }
-                ip.total_len()
-            };
-            pkt.truncate(inner_len);
-            Ok(())
+            restore_inner(pkt, inner_v4, job.outer_tos)
         }
         Mode::Transport => {
             let hdr = job.ip_hdr_len;
@@ -206,23 +186,66 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             if !pkt.close_gap(hdr, job.text_off - hdr) {
                 return Err(DropReason::Malformed);
             }
-            let total = pkt.len();
-            let d = pkt.data_mut();
-            d[job.nh_at] = t.next_header;
-            if job.outer_v4 {
-                // The header still holds the ESP packet's longer length: fix it before the
-                // checked view looks at it.
-                let tl = u16::try_from(total).map_err(|_| DropReason::Malformed)?;
-                d[2..4].copy_from_slice(&tl.to_be_bytes());
-                let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-                ip.fill_checksum();
-            } else {
-                let plen = u16::try_from(total - 40).map_err(|_| DropReason::Malformed)?;
-                d[4..6].copy_from_slice(&plen.to_be_bytes());
-            }
-            Ok(())
+            restore_transport_header(pkt.data_mut(), job.nh_at, t.next_header, job.outer_v4)
         }
     }
+}
+
+/// Tunnel mode: `pkt` starts at the inner packet (perhaps followed by TFC padding, RFC 4303
+/// §2.7): applies RFC 6040 ECN decapsulation with the outer `outer_tos` and trims the packet
+/// to the inner header's own length.
+pub(crate) fn restore_inner(
+    pkt: &mut Packet,
+    inner_v4: bool,
+    outer_tos: u8,
+) -> Result<(), DropReason> {
+    let d = pkt.data_mut();
+    let outer_ecn = outer_tos & 3;
+    let inner_len = if inner_v4 {
+        let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+        let tos = ip.tos();
+        let ecn = ecn_decap(outer_ecn, tos & 3).ok_or(DropReason::EcnDrop)?;
+        if ecn != tos & 3 {
+            ip.set_tos((tos & !3) | ecn);
+            ip.fill_checksum();
+        }
+        ip.total_len()
+    } else {
+        let mut ip = Ipv6Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+        let tc = ip.traffic_class();
+        let ecn = ecn_decap(outer_ecn, tc & 3).ok_or(DropReason::EcnDrop)?;
+        if ecn != tc & 3 {
+            ip.set_traffic_class((tc & !3) | ecn);
+        }
+        ip.total_len()
+    };
+    pkt.truncate(inner_len);
+    Ok(())
+}
+
+/// Transport mode: once the ESP or AH bytes are gone, `d` is the restored packet: the
+/// byte at `nh_at` names `next_header` again and the IP length (and IPv4 checksum) match.
+pub(crate) fn restore_transport_header(
+    d: &mut [u8],
+    nh_at: usize,
+    next_header: u8,
+    v4: bool,
+) -> Result<(), DropReason> {
+    let total = d.len();
+    *d.get_mut(nh_at).ok_or(DropReason::Malformed)? = next_header;
+    if v4 {
+        // The header still holds the longer length: fix it before the checked view looks.
+        let tl = u16::try_from(total).map_err(|_| DropReason::Malformed)?;
+        d[2..4].copy_from_slice(&tl.to_be_bytes());
+        let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
+        ip.fill_checksum();
+    } else {
+        let plen = u16::try_from(total.saturating_sub(40)).map_err(|_| DropReason::Malformed)?;
+        d.get_mut(4..6)
+            .ok_or(DropReason::Malformed)?
+            .copy_from_slice(&plen.to_be_bytes());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::tables::{PortInfo, Tables};
 const PROTO_ICMP: u8 = 1;
 const PROTO_UDP: u8 = 17;
 const PROTO_ESP: u8 = 50;
+const PROTO_AH: u8 = 51;
 const PROTO_FRAGMENT: u8 = 44;
 const PROTO_ICMPV6: u8 = 58;
 const ND_NS: u8 = 135;
@@ -136,7 +137,7 @@ fn ipv4(p: &mut Packet, hl: usize, t: &Tables) -> Triage {
             return Triage::Fragment(hl);
         }
         return match proto {
-            PROTO_ESP => Triage::Pipeline,
+            PROTO_ESP | PROTO_AH => Triage::Pipeline,
             PROTO_UDP if t.udp_encap_ports.contains(&dport) => Triage::Pipeline,
             PROTO_ICMP if icmp_type == Some(8) => echo_reply_v4(p, hl, ihl, total, t),
             _ => Triage::Drop(DropReason::ToGateway),
@@ -234,7 +235,7 @@ fn ipv6(
                 src_mac,
             ),
             PROTO_FRAGMENT if local => Triage::Fragment(hl),
-            PROTO_ESP | PROTO_UDP | 0 | 43 | 60 if local => Triage::Pipeline,
+            PROTO_ESP | PROTO_AH | PROTO_UDP | 0 | 43 | 60 if local => Triage::Pipeline,
             _ => Triage::Drop(DropReason::ToGateway),
         };
     }

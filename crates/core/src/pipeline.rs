@@ -9,6 +9,11 @@
 //! decapsulation -> inbound policy check -> route -> Ethernet header. Plaintext that a
 //! policy says must be protected is dropped.
 //!
+//! AH (RFC 4302) runs one packet at a time in the classification pass: outbound AH alone
+//! is added there, and AH around ESP (a bundle) right after the ESP burst is sealed;
+//! inbound AH is verified and removed there, and ESP found inside goes on to the burst
+//! stage remembering its AH SA, since a bundle policy requires both.
+//!
 //! Every stage walks the whole burst before the next one starts, which keeps code and
 //! tables hot and hands the crypto library many packets per call. Nothing here allocates
 //! per packet; the only per-burst allocation is the list of crypto operations.
@@ -20,10 +25,11 @@
 
 use std::sync::Arc;
 
-use espgw_config::Direction;
+use espgw_config::{Direction, SaProto};
 use espgw_crypto::EspOp;
 use espgw_wire::ethernet::{self, EthernetFrame, MacAddr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
+use crate::ah;
 use crate::counters::{DropReason, WorkerCounters};
 use crate::esp_in::{self, Classified, OpenJob};
 use crate::esp_out::{self, SealJob};
@@ -38,8 +44,13 @@ enum Slot {
     Done,
     /// Ready for routing on this destination.
     Route { v4: bool, dst: u128 },
-    /// Encapsulated for SA `sa`; encryption pending.
-    Sealed { sa: u32, job: SealJob },
+    /// Encapsulated for SA `sa`; encryption pending. `ah`: the AH SA of a bundle and its
+    /// sequence number, applied after encryption.
+    Sealed {
+        sa: u32,
+        job: SealJob,
+        ah: Option<(u32, u64)>,
+    },
     /// ESP for SA `job.sa`, with its full sequence number once inferred.
     Open { job: OpenJob, seq: u64 },
 }
@@ -65,6 +76,8 @@ pub struct Pipeline {
     /// Packets of the last burst too big for their SA's path MTU (verdict `Drop(Mtu)`,
     /// not yet counted, left unencrypted).
     pub too_big: Vec<TooBig>,
+    /// AH: the headers of the packet at hand with mutable fields zeroed.
+    ah_scratch: Vec<u8>,
 }
 
 /// Sequence numbers one burst reserved for one SA: `next..end` are still free. Reserving
@@ -90,6 +103,7 @@ impl Pipeline {
             spi_cache: None,
             unresolved: Vec::new(),
             too_big: Vec::new(),
+            ah_scratch: Vec::new(),
         }
     }
 
@@ -200,7 +214,13 @@ impl Pipeline {
                 Slot::Done
             }
             Some(SpdAction::Bypass) => self.bypass(p, &info),
-            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, p, &info, remaining),
+            Some(SpdAction::Protect(sa)) if t.sas[sa as usize].proto == SaProto::Ah => {
+                self.protect_ah(t, sa, p, &info, remaining)
+            }
+            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, None, p, &info, remaining),
+            Some(SpdAction::Bundle { esp, ah }) => {
+                self.encapsulate(t, esp, Some(ah), p, &info, remaining)
+            }
         }
     }
 
@@ -215,11 +235,19 @@ impl Pipeline {
     }
 
     fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
+        match ah::classify(p, &info, t) {
+            Ok(None) => {}
+            Ok(Some(job)) => {
+                p.truncate(info.total_len);
+                return self.open_ah(t, p, job);
+            }
+            Err((r, sa)) => return self.drop_classified(t, p, r, sa),
+        }
         match esp_in::classify(p, &info, t, &mut self.spi_cache) {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),
-                Some(SpdAction::Protect(_)) => {
+                Some(SpdAction::Protect(_) | SpdAction::Bundle { .. }) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
                     Slot::Done
                 }
@@ -232,13 +260,77 @@ impl Pipeline {
                     Slot::Done
                 }
             },
-            Err((r, sa)) => {
-                if let Some(sa) = sa {
-                    t.sas[sa as usize].state.counters.drop(r, 1);
-                }
-                self.drop_pkt(p, r);
-                Slot::Done
+            Err((r, sa)) => self.drop_classified(t, p, r, sa),
+        }
+    }
+
+    /// Drops a packet at classification, counting it on its SA too if one was found.
+    fn drop_classified(
+        &mut self,
+        t: &Tables,
+        p: &mut Packet,
+        r: DropReason,
+        sa: Option<u32>,
+    ) -> Slot {
+        if let Some(sa) = sa {
+            t.sas[sa as usize].state.counters.drop(r, 1);
+        }
+        self.drop_pkt(p, r);
+        Slot::Done
+    }
+
+    /// Verifies and removes AH (one packet): replay pre-check, ICV, window update. What AH
+    /// carried is then ESP (a bundle: on to the burst stage) or the protected packet
+    /// (checked against the inbound policy).
+    fn open_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> Slot {
+        let sa_idx = job.sa;
+        let sa = &t.sas[sa_idx as usize];
+        let res = (|| {
+            let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
+            if sa.lifetime_allowance(1) == 0 {
+                return Err(DropReason::LifetimeExpired);
             }
+            let seq = {
+                let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+                match w.infer(job.seq_low, sa.esn) {
+                    Some(s) if w.check(s) => s,
+                    _ => return Err(DropReason::Replay),
+                }
+            };
+            if !ah::verify(p, &job, key, seq, sa.esn, &mut self.ah_scratch) {
+                return Err(DropReason::AuthFailed);
+            }
+            let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            if !w.check_and_update(seq) {
+                return Err(DropReason::Replay);
+            }
+            drop(w);
+            ah::remove(p, &job, sa)?;
+            let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+            sa.state.counters.add(1, info.total_len as u64);
+            sa.note_usage();
+            Ok(info)
+        })();
+        let info = match res {
+            Ok(info) => info,
+            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
+        };
+        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
+            Ok(Classified::Esp(mut job)) => {
+                job.via_ah = Some(sa_idx);
+                Slot::Open { job, seq: 0 }
+            }
+            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
+                Some(SpdAction::Protect(i)) if i == sa_idx => {
+                    self.counters.decrypted += 1;
+                    Slot::Route {
+                        v4: info.key.v4,
+                        dst: info.key.dst,
+                    }
+                }
+                _ => self.drop_classified(t, p, DropReason::PolicyMismatch, Some(sa_idx)),
+            },
+            Err((r, sa)) => self.drop_classified(t, p, r, sa),
         }
     }
 
@@ -278,8 +370,73 @@ impl Pipeline {
         }
     }
 
-    /// Gives a packet of SA `sa_idx` its sequence number and ESP encapsulation.
+    /// Whether `p` fits SA `sa_idx`'s path MTU; if not, it is set aside for the caller
+    /// (checked before a sequence number is spent; the caller answers with ICMP or
+    /// fragments the packet).
+    fn fits(&mut self, t: &Tables, sa_idx: u32, p: &mut Packet, info: &IpInfo) -> bool {
+        let sa = &t.sas[sa_idx as usize];
+        if info.total_len <= sa.max_inner {
+            return true;
+        }
+        self.too_big.push(TooBig {
+            index: self.slots.len(),
+            max_inner: sa.max_inner,
+        });
+        p.verdict = Verdict::Drop(DropReason::Mtu);
+        false
+    }
+
+    /// The next sequence number of SA `sa_idx`, marking the SA finished when it is the
+    /// last there is.
+    fn take_seq(&mut self, t: &Tables, sa_idx: u32, remaining: u64) -> Result<u64, DropReason> {
+        let seq = self.next_seq(t, sa_idx, remaining)?;
+        let sa = &t.sas[sa_idx as usize];
+        if seq == sa.max_seq() {
+            sa.state
+                .exhausted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(seq)
+    }
+
+    /// Gives a packet of SA `sa_idx` its sequence number and ESP encapsulation; with
+    /// `then_ah` (a bundle) also the sequence number of the AH SA applied after encryption.
     fn encapsulate(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        then_ah: Option<u32>,
+        p: &mut Packet,
+        info: &IpInfo,
+        remaining: u64,
+    ) -> Slot {
+        if !self.fits(t, sa_idx, p, info) {
+            return Slot::Done;
+        }
+        let sa = &t.sas[sa_idx as usize];
+        let res = self
+            .take_seq(t, sa_idx, remaining)
+            .and_then(|seq| esp_out::encapsulate(p, sa, seq, info));
+        let job = match res {
+            Ok(job) => job,
+            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
+        };
+        let ah = match then_ah {
+            None => None,
+            Some(a) => match self.take_seq(t, a, remaining) {
+                Ok(seq) => Some((a, seq)),
+                Err(r) => return self.drop_classified(t, p, r, Some(a)),
+            },
+        };
+        Slot::Sealed {
+            sa: sa_idx,
+            job,
+            ah,
+        }
+    }
+
+    /// Adds AH alone (one packet): the SA's sequence number, header and ICV.
+    fn protect_ah(
         &mut self,
         t: &Tables,
         sa_idx: u32,
@@ -287,34 +444,36 @@ impl Pipeline {
         info: &IpInfo,
         remaining: u64,
     ) -> Slot {
-        let sa = &t.sas[sa_idx as usize];
-        if info.total_len > sa.max_inner {
-            // Checked before a sequence number is spent; the caller answers with ICMP or
-            // fragments the packet.
-            self.too_big.push(TooBig {
-                index: self.slots.len(),
-                max_inner: sa.max_inner,
-            });
-            p.verdict = Verdict::Drop(DropReason::Mtu);
+        if !self.fits(t, sa_idx, p, info) {
             return Slot::Done;
         }
-        let res = self.next_seq(t, sa_idx, remaining).and_then(|seq| {
-            if seq == sa.max_seq() {
-                // The last number there is: the SA is finished after this packet.
-                sa.state
-                    .exhausted
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            esp_out::encapsulate(p, sa, seq, info)
-        });
+        let res = self
+            .take_seq(t, sa_idx, remaining)
+            .and_then(|seq| self.add_ah(t, sa_idx, p, seq));
         match res {
-            Ok(job) => Slot::Sealed { sa: sa_idx, job },
-            Err(r) => {
-                sa.state.counters.drop(r, 1);
-                self.drop_pkt(p, r);
-                Slot::Done
+            Ok((v4, dst)) => {
+                self.counters.encrypted += 1;
+                Slot::Route { v4, dst }
             }
+            Err(r) => self.drop_classified(t, p, r, Some(sa_idx)),
         }
+    }
+
+    /// Adds AH of SA `sa_idx` with `seq` to `p` and counts it on the SA; returns where the
+    /// packet goes.
+    fn add_ah(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        p: &mut Packet,
+        seq: u64,
+    ) -> Result<(bool, u128), DropReason> {
+        let sa = &t.sas[sa_idx as usize];
+        let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
+        let done = ah::protect(p, sa, key, seq, &mut self.ah_scratch)?;
+        sa.state.counters.add(1, u64::from(done.payload_len));
+        sa.note_usage();
+        Ok((done.route_v4, done.route_dst))
     }
 
     /// Encrypts a run of encapsulated packets that all use SA `sa_idx`; `base` is the
@@ -324,6 +483,9 @@ impl Pipeline {
         let sealed = pkts.len() as u64;
         let mut bytes = 0u64;
         let icv = sa.icv_len;
+        let Some(key) = sa.esp_key() else {
+            return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
+        };
         let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(sealed as usize);
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Sealed { job, .. } = self.slots[base + k] {
@@ -333,14 +495,18 @@ impl Pipeline {
                 ops.push(EspOp { esp, seq: job.seq });
             }
         }
-        sa.key.seal_burst(&mut ops);
+        key.seal_burst(&mut ops);
         drop(ops);
         for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Sealed { job, .. } = self.slots[base + k] {
+            if let Slot::Sealed { job, ah, .. } = self.slots[base + k] {
                 esp_out::finish(p, &job);
-                self.slots[base + k] = Slot::Route {
-                    v4: job.route_v4,
-                    dst: job.route_dst,
+                let route = match ah {
+                    None => Ok((job.route_v4, job.route_dst)),
+                    Some((a, seq)) => self.add_ah(t, a, p, seq).map_err(|r| (r, a)),
+                };
+                self.slots[base + k] = match route {
+                    Ok((v4, dst)) => Slot::Route { v4, dst },
+                    Err((r, a)) => self.drop_classified(t, p, r, Some(a)),
                 };
             }
         }
@@ -381,6 +547,9 @@ impl Pipeline {
         }
         // 2. One crypto call: authenticate and decrypt.
         let icv = sa.icv_len;
+        let Some(key) = sa.esp_key() else {
+            return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
+        };
         let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Open { job, seq } = self.slots[base + k] {
@@ -390,7 +559,7 @@ impl Pipeline {
         }
         self.oks.clear();
         self.oks.resize(ops.len(), false);
-        sa.key.open_burst(&mut ops, &mut self.oks);
+        key.open_burst(&mut ops, &mut self.oks);
         drop(ops);
         // 3. Window update for authentic packets, under one lock.
         let mut auth_failed = 0u64;
@@ -433,8 +602,15 @@ impl Pipeline {
             let res =
                 esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
                     let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
-                    match self.spd_lookup(t, Direction::In, &info.key) {
-                        Some(SpdAction::Protect(i)) if i == sa_idx => Ok(info),
+                    // The policy must name this SA, and AH around it exactly when it
+                    // names a bundle.
+                    match (self.spd_lookup(t, Direction::In, &info.key), job.via_ah) {
+                        (Some(SpdAction::Protect(i)), None) if i == sa_idx => Ok(info),
+                        (Some(SpdAction::Bundle { esp, ah }), Some(via))
+                            if esp == sa_idx && ah == via =>
+                        {
+                            Ok(info)
+                        }
                         _ => Err(DropReason::PolicyMismatch),
                     }
                 });
@@ -457,6 +633,25 @@ impl Pipeline {
         self.counters.decrypted += good;
         sa.state.counters.add(good, bytes);
         sa.note_usage();
+    }
+
+    /// Drops every packet of a run still waiting for SA `sa_idx`'s crypto.
+    fn drop_run(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        pkts: &mut [Packet],
+        base: usize,
+        r: DropReason,
+    ) {
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if matches!(
+                self.slots[base + k],
+                Slot::Sealed { .. } | Slot::Open { .. }
+            ) {
+                self.slots[base + k] = self.drop_classified(t, p, r, Some(sa_idx));
+            }
+        }
     }
 
     fn route(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use espgw_config::{Direction, Lifetime, Mode, SaConfig, SaProto, UdpEncap};
-use espgw_crypto::EspKey;
+use espgw_crypto::{AhKey, EspKey};
 
 use crate::counters::SaCounters;
 use crate::replay::ReplayWindow;
@@ -46,6 +46,13 @@ impl SaState {
     }
 }
 
+/// The prepared keys of an SA, by protocol.
+#[derive(Clone)]
+pub enum SaKey {
+    Esp(Arc<dyn EspKey>),
+    Ah(Arc<AhKey>),
+}
+
 /// One SA as the data plane uses it.
 pub struct Sa {
     pub spi: u32,
@@ -53,8 +60,9 @@ pub struct Sa {
     pub mode: Mode,
     pub proto: SaProto,
     /// The transform: IV, encryption and ICV of every packet.
-    pub key: Arc<dyn EspKey>,
-    /// Sizes the layout needs, from the transform's suite (read per packet).
+    pub key: SaKey,
+    /// Sizes the layout needs, from the transform's suite (read per packet). For AH: the
+    /// IV (GMAC) and ICV in the AH header.
     pub iv_len: usize,
     pub icv_len: usize,
     /// What payload and trailer are padded to.
@@ -73,6 +81,22 @@ pub struct Sa {
 }
 
 impl Sa {
+    /// The ESP transform (`None` for an AH SA).
+    pub fn esp_key(&self) -> Option<&dyn EspKey> {
+        match &self.key {
+            SaKey::Esp(k) => Some(&**k),
+            SaKey::Ah(_) => None,
+        }
+    }
+
+    /// The AH key (`None` for an ESP SA).
+    pub fn ah_key(&self) -> Option<&AhKey> {
+        match &self.key {
+            SaKey::Ah(k) => Some(k),
+            SaKey::Esp(_) => None,
+        }
+    }
+
     /// The largest sequence number this SA may send.
     pub fn max_seq(&self) -> u64 {
         if self.esn {

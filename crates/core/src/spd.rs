@@ -16,10 +16,12 @@ use espgw_config::{mask, Range};
 
 use crate::flow::FlowKey;
 
-/// What a matching rule says. `Protect` holds the index of the SA in the tables.
+/// What a matching rule says. `Protect` holds the index of the SA in the tables; `Bundle`
+/// the indices of an ESP SA and of the AH SA applied around it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpdAction {
     Protect(u32),
+    Bundle { esp: u32, ah: u32 },
     Bypass,
     Discard,
 }

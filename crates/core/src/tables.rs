@@ -12,11 +12,11 @@ use std::net::IpAddr;
 use espgw_config::{
     addr_bits, Action, Config, ConfigError, Direction, Mode, PortRole, Prefix, SaConfig, SaProto,
 };
-use espgw_crypto::CryptoProvider;
+use espgw_crypto::{AhKey, CryptoProvider};
 use espgw_wire::ethernet::MacAddr;
 
 use crate::route::{Neighbours, RouteTable, RouteTarget};
-use crate::sa::{Sa, SaState};
+use crate::sa::{Sa, SaKey, SaState};
 use crate::spd::{Spd, SpdAction, SpdRule};
 
 /// A port as the data plane knows it.
@@ -52,22 +52,32 @@ pub fn max_inner_len(sa: &SaConfig, mtu: u16) -> usize {
     };
     let udp = if sa.udp_encap.is_some() { 8 } else { 0 };
     if sa.proto == SaProto::Ah {
-        // Transport mode may be either family: count IPv6's 8-byte alignment.
-        let v4 = matches!(sa.mode, Mode::Tunnel { local, .. } if local.is_ipv4());
-        let fixed = outer_ip + crate::ah::header_len(sa.suite.integ.icv_len(), v4);
-        return usize::from(mtu).saturating_sub(fixed);
+        return usize::from(mtu).saturating_sub(outer_ip + ah_header_len(sa));
     }
     let fixed = outer_ip + udp + 8 + sa.suite.iv_len() + sa.suite.icv_len();
     let block = sa.suite.block_len();
     (usize::from(mtu).saturating_sub(fixed) / block * block).saturating_sub(2)
 }
 
+/// The AH header an AH SA adds. Transport mode may be either family: IPv6's 8-byte
+/// alignment is counted.
+fn ah_header_len(sa: &SaConfig) -> usize {
+    let v4 = matches!(sa.mode, Mode::Tunnel { local, .. } if local.is_ipv4());
+    let iv = match sa.suite.integ {
+        espgw_crypto::Integrity::AesGmac { .. } => espgw_crypto::ah::GMAC_IV_LEN,
+        _ => 0,
+    };
+    crate::ah::header_len(iv + sa.suite.integ.icv_len(), v4)
+}
+
 pub struct Tables {
     pub sas: Vec<Sa>,
     pub spd_out: Spd,
     pub spd_in: Spd,
-    /// Inbound SAs by SPI.
+    /// Inbound ESP SAs by SPI.
     pub sa_in_by_spi: FxHashMap<u32, u32>,
+    /// Inbound AH SAs by SPI.
+    pub ah_in_by_spi: FxHashMap<u32, u32>,
     pub routes: RouteTable,
     pub neighbours: Neighbours,
     pub ports: Vec<PortInfo>,
@@ -125,10 +135,30 @@ impl Tables {
         cfg.validate()?;
         let mut sas = Vec::with_capacity(cfg.sas.len());
         let mut sa_in_by_spi = FxHashMap::default();
+        let mut ah_in_by_spi = FxHashMap::default();
         let mut udp_encap_ports = Vec::new();
         for sc in &cfg.sas {
-            let key = espgw_crypto::esp_key(provider, sc.suite, &sc.enc_key, &sc.auth_key, sc.esn)
-                .map_err(|e| sc.loc.error("key", e.to_string()))?;
+            let key_error = |e: espgw_crypto::CryptoError| sc.loc.error("key", e.to_string());
+            let (key, iv_len) = match sc.proto {
+                SaProto::Esp => (
+                    SaKey::Esp(
+                        espgw_crypto::esp_key(
+                            provider,
+                            sc.suite,
+                            &sc.enc_key,
+                            &sc.auth_key,
+                            sc.esn,
+                        )
+                        .map_err(key_error)?,
+                    ),
+                    sc.suite.iv_len(),
+                ),
+                SaProto::Ah => {
+                    let k = AhKey::new(sc.suite.integ, &sc.auth_key).map_err(key_error)?;
+                    let iv = k.iv_len();
+                    (SaKey::Ah(Arc::new(k)), iv)
+                }
+            };
             let state = previous
                 .and_then(|p| {
                     p.sas.iter().find(|o| {
@@ -138,7 +168,10 @@ impl Tables {
                 .map(|o| o.state.clone())
                 .unwrap_or_else(|| Arc::new(SaState::new(sc.initial_seq, sc.replay_window)));
             if sc.direction == Direction::In {
-                sa_in_by_spi.insert(sc.spi, sas.len() as u32);
+                match sc.proto {
+                    SaProto::Esp => sa_in_by_spi.insert(sc.spi, sas.len() as u32),
+                    SaProto::Ah => ah_in_by_spi.insert(sc.spi, sas.len() as u32),
+                };
                 if let Some(u) = sc.udp_encap {
                     if !udp_encap_ports.contains(&u.dst_port) {
                         udp_encap_ports.push(u.dst_port);
@@ -150,7 +183,7 @@ impl Tables {
                 direction: sc.direction,
                 mode: sc.mode,
                 proto: sc.proto,
-                iv_len: sc.suite.iv_len(),
+                iv_len,
                 icv_len: sc.suite.icv_len(),
                 block_len: sc.suite.block_len(),
                 key,
@@ -169,20 +202,28 @@ impl Tables {
             udp_encap_ports.push(espgw_wire::udp::NAT_T_PORT);
         }
         let mut out_rules = Vec::new();
+        let mut bundles_out: Vec<(u32, u32)> = Vec::new();
         let mut in_rules = Vec::new();
         for p in &cfg.policies {
+            let index = |spi: u32| {
+                sas.iter()
+                    .position(|s| s.direction == p.direction && s.spi == spi)
+                    .map(|i| i as u32)
+                    .ok_or_else(|| {
+                        p.loc
+                            .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
+                    })
+            };
             let action = match p.action {
                 Action::Bypass => SpdAction::Bypass,
                 Action::Discard => SpdAction::Discard,
-                Action::Protect(spi) => {
-                    let i = sas
-                        .iter()
-                        .position(|s| s.direction == p.direction && s.spi == spi)
-                        .ok_or_else(|| {
-                            p.loc
-                                .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
-                        })?;
-                    SpdAction::Protect(i as u32)
+                Action::Protect(spi) => SpdAction::Protect(index(spi)?),
+                Action::Bundle { esp, ah } => {
+                    let (esp, ah) = (index(esp)?, index(ah)?);
+                    if p.direction == Direction::Out {
+                        bundles_out.push((esp, ah));
+                    }
+                    SpdAction::Bundle { esp, ah }
                 }
             };
             let rule = SpdRule {
@@ -244,6 +285,18 @@ impl Tables {
                 sa.max_inner = max_inner_len(&sa.config, mtu);
             }
         }
+        // An ESP SA inside a bundle leaves room for the AH around it (the path MTU is the
+        // AH SA's; conservative if the ESP SA also serves a policy on its own).
+        for (esp, ah) in bundles_out {
+            let ah = &sas[ah as usize];
+            if ah.max_inner == usize::MAX {
+                continue;
+            }
+            let room = ah.max_inner;
+            let esp = &mut sas[esp as usize];
+            let mtu = u16::try_from(room).unwrap_or(u16::MAX);
+            esp.max_inner = esp.max_inner.min(max_inner_len(&esp.config, mtu));
+        }
         let mut neighbours = Neighbours::new((0..ports.len()).map(default_neighbour_mac).collect());
         for n in &cfg.neighbours {
             match n.ip {
@@ -258,6 +311,7 @@ impl Tables {
             spd_out: Spd::new(out_rules),
             spd_in: Spd::new(in_rules),
             sa_in_by_spi,
+            ah_in_by_spi,
             routes,
             neighbours,
             ports,

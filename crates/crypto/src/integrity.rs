@@ -21,6 +21,14 @@ pub struct Tag {
 }
 
 impl Tag {
+    /// A tag holding `b` (at most [`MAX_TAG`] bytes; longer input is cut).
+    pub fn from_slice(b: &[u8]) -> Tag {
+        let len = b.len().min(MAX_TAG);
+        let mut bytes = [0; MAX_TAG];
+        bytes[..len].copy_from_slice(&b[..len]);
+        Tag { bytes, len }
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }

@@ -4,6 +4,7 @@
 //!   sizes;
 //! - [`esp`]: [`EspKey`], one prepared transform per SA that seals or opens a burst of ESP
 //!   packets (IV, encryption, ICV), for every suite;
+//! - [`ah`]: [`AhKey`], the ICV of AH (RFC 4302) over the pieces the data plane hands it;
 //! - [`cipher`] and [`integrity`]: the encrypt-then-MAC building blocks (AES-CBC/CTR, 3DES;
 //!   HMAC-SHA1/SHA-2/MD5, AES-XCBC-MAC);
 //! - [`CryptoProvider`] / [`AeadKey`]: the AES-GCM fast path, a whole burst per call because
@@ -13,6 +14,7 @@
 //! [`default_provider`] picks the fastest AES-GCM back-end available on this machine.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod ah;
 pub mod aws_lc;
 pub mod cipher;
 pub mod ct;
@@ -21,6 +23,7 @@ pub mod integrity;
 pub mod ipsec_mb;
 pub mod suite;
 
+pub use ah::AhKey;
 pub use esp::{esp_key, EspKey, EspOp};
 pub use suite::{Encryption, Integrity, Suite};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
-use espgw_config::{Config, Format, Range, ANY_PORT, ANY_PROTO};
+use espgw_config::{Config, Format, Range, SaProto, ANY_PORT, ANY_PROTO};
 use espgw_core::flow::FlowKey;
 use espgw_core::packet::{PacketPool, Verdict};
 use espgw_core::spd::{Spd, SpdAction, SpdRule};
@@ -35,7 +35,8 @@ pub enum BenchCmd {
         sizes: Vec<String>,
         /// Algorithms: combined-mode names (aes-128-gcm, aes-256-ccm, chacha20-poly1305,
         /// aes-128-gmac), CIPHER+INTEGRITY (aes-128-cbc+hmac-sha256-128, null+hmac-sha1-96),
-        /// null (NULL/NULL), "table" (the README's comparison set) or "all".
+        /// null (NULL/NULL), ah/INTEGRITY (AH alone: ah/hmac-sha256-128, ah/aes-128-gmac),
+        /// "table" (the README's comparison set) or "all" (every ESP suite and AH).
         #[arg(long, value_delimiter = ',', default_value = "aes-128-gcm,aes-256-gcm")]
         algs: Vec<String>,
         /// Directions to measure.
@@ -100,7 +101,22 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
     }
 }
 
-/// A suite by the names `bench dataplane --algs` takes.
+/// A protocol and suite by the names `bench dataplane --algs` takes.
+fn parse_alg(s: &str) -> Result<(SaProto, Suite), String> {
+    if let Some(i) = s.strip_prefix("ah/") {
+        let integ = espgw_config::algorithms::integrity_by_name(i)
+            .filter(|i| *i != Integrity::None)
+            .ok_or_else(|| format!("unknown integrity algorithm '{i}'"))?;
+        let suite = Suite {
+            enc: espgw_crypto::Encryption::Null,
+            integ,
+        };
+        return Ok((SaProto::Ah, suite));
+    }
+    Ok((SaProto::Esp, parse_suite(s)?))
+}
+
+/// An ESP suite by the names `bench dataplane --algs` takes.
 fn parse_suite(s: &str) -> Result<Suite, String> {
     use espgw_config::algorithms::*;
     if s == "null" {
@@ -126,6 +142,17 @@ fn parse_suite(s: &str) -> Result<Suite, String> {
     Ok(suite)
 }
 
+/// The AH integrity algorithms `--algs all` measures.
+const AH_BENCH: [&str; 7] = [
+    "hmac-sha1-96",
+    "hmac-sha256-128",
+    "hmac-sha384-192",
+    "hmac-sha512-256",
+    "aes-xcbc-mac-96",
+    "aes-128-gmac",
+    "hmac-md5-96",
+];
+
 /// The README's comparison: AES-128/192/256 in CBC+HMAC-SHA256, CTR+HMAC-SHA256, CCM and
 /// GCM, then ChaCha20-Poly1305 and NULL.
 fn table_suites() -> Vec<String> {
@@ -143,7 +170,7 @@ fn table_suites() -> Vec<String> {
 
 /// The default configuration pair with `suite` keys; anti-replay off inbound (as
 /// ipsec-secgw runs by default), since the memory port replays the same packets.
-fn configs(suite: Suite) -> Result<(Config, Config), String> {
+fn configs(proto: SaProto, suite: Suite) -> Result<(Config, Config), String> {
     let mut out = Vec::new();
     for (text, name) in [
         (espgw_config::DEFAULT_CONFIG, "default"),
@@ -155,6 +182,7 @@ fn configs(suite: Suite) -> Result<(Config, Config), String> {
         c.policy.allow_null = true;
         c.policy.allow_legacy = true;
         for sa in &mut c.sas {
+            sa.proto = proto;
             sa.suite = suite;
             // Both gateways derive the same keys per SPI.
             let mut k = key_of(suite.enc.key_material_len());
@@ -358,11 +386,12 @@ fn dataplane(
                     s.name()
                 }
             })
+            .chain(AH_BENCH.iter().map(|i| format!("ah/{i}")))
             .collect(),
         _ => algs.to_vec(),
     };
     for alg_name in &names {
-        let suite = parse_suite(alg_name)?;
+        let (proto, suite) = parse_alg(alg_name)?;
         // The raw reference: the suite's AES-GCM, or AES-128-GCM for every other one.
         let alg = match suite.enc {
             espgw_crypto::Encryption::AesGcm { key_len, .. } => {
@@ -370,7 +399,7 @@ fn dataplane(
             }
             _ => AeadAlgorithm::AesGcm128,
         };
-        let (gw1, gw2) = configs(suite)?;
+        let (gw1, gw2) = configs(proto, suite)?;
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {

@@ -174,13 +174,17 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
             cfg.policies
                 .iter()
                 .map(|p| {
+                    let name = |spi: u32| {
+                        let label = cfg
+                            .sa(p.direction, spi)
+                            .map(|s| s.label())
+                            .unwrap_or_default();
+                        format!("{label} (0x{spi:08x})")
+                    };
                     let action = match p.action {
-                        Action::Protect(spi) => {
-                            let name = cfg
-                                .sa(p.direction, spi)
-                                .map(|s| s.label())
-                                .unwrap_or_default();
-                            format!("protect {name} (0x{spi:08x})")
+                        Action::Protect(spi) => format!("protect {}", name(spi)),
+                        Action::Bundle { esp, ah } => {
+                            format!("protect esp {} then ah {}", name(esp), name(ah))
                         }
                         Action::Bypass => "bypass".into(),
                         Action::Discard => "discard".into(),

@@ -1,0 +1,161 @@
+//! AH integrity (RFC 4302): one prepared key per SA that computes or checks the ICV over
+//! what the data plane hands it — the IP headers with mutable fields zeroed, the AH header
+//! with its ICV zeroed, the payload and, with ESN, the high sequence bits — as a list of
+//! slices, since those pieces are not contiguous in the packet.
+//!
+//! HMAC-SHA1/SHA-2/MD5 and AES-XCBC-MAC-96 come from [`MacKey`]. AES-GMAC (RFC 4543 §3.3,
+//! §5) is AES-GCM with an empty plaintext: the whole covered text is AAD, the nonce is the
+//! 4-byte salt and the 8-byte IV that AH carries after its sequence number.
+
+use std::cell::RefCell;
+
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+
+use crate::integrity::{MacKey, Tag};
+use crate::suite::Integrity;
+use crate::CryptoError;
+
+/// Bytes of IV that AH carries for AES-GMAC (none for the MACs).
+pub const GMAC_IV_LEN: usize = 8;
+
+enum AhMac {
+    Mac(MacKey),
+    Gmac { key: LessSafeKey, salt: [u8; 4] },
+}
+
+/// A prepared AH integrity key.
+pub struct AhKey {
+    integ: Integrity,
+    mac: AhMac,
+}
+
+thread_local! {
+    /// GMAC takes its AAD as one slice: the pieces are gathered here (reused, so no call
+    /// allocates once it has grown to the largest packet).
+    static GMAC_AAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl AhKey {
+    /// `key` is the integrity key (for GMAC: the AES key followed by the 4-byte salt).
+    pub fn new(integ: Integrity, key: &[u8]) -> Result<AhKey, CryptoError> {
+        if key.len() != integ.key_len() {
+            return Err(CryptoError::BadKeyLength {
+                expected: integ.key_len(),
+                got: key.len(),
+            });
+        }
+        let mac = match integ {
+            Integrity::AesGmac { key_len } => {
+                let alg = match key_len {
+                    16 => &aead::AES_128_GCM,
+                    24 => &aead::AES_192_GCM,
+                    32 => &aead::AES_256_GCM,
+                    _ => {
+                        return Err(CryptoError::Backend(
+                            "AES-GMAC key must be 16, 24 or 32 bytes".into(),
+                        ))
+                    }
+                };
+                let k = UnboundKey::new(alg, &key[..key_len])
+                    .map_err(|e| CryptoError::Backend(e.to_string()))?;
+                let mut salt = [0u8; 4];
+                salt.copy_from_slice(&key[key_len..]);
+                AhMac::Gmac {
+                    key: LessSafeKey::new(k),
+                    salt,
+                }
+            }
+            Integrity::None => {
+                return Err(CryptoError::Backend(
+                    "AH needs an integrity algorithm".into(),
+                ))
+            }
+            other => AhMac::Mac(MacKey::new(other, key)?),
+        };
+        Ok(AhKey { integ, mac })
+    }
+
+    pub fn integrity(&self) -> Integrity {
+        self.integ
+    }
+
+    /// IV bytes in the AH header, after the sequence number.
+    pub fn iv_len(&self) -> usize {
+        match self.mac {
+            AhMac::Gmac { .. } => GMAC_IV_LEN,
+            AhMac::Mac(_) => 0,
+        }
+    }
+
+    pub fn icv_len(&self) -> usize {
+        self.integ.icv_len()
+    }
+
+    /// The ICV over the concatenation of `parts`; `iv` is the GMAC IV (ignored by MACs).
+    pub fn tag(&self, iv: &[u8], parts: &[&[u8]]) -> Option<Tag> {
+        match &self.mac {
+            AhMac::Mac(m) => Some(m.tag(parts)),
+            AhMac::Gmac { key, salt } => {
+                let mut n = [0u8; 12];
+                n[..4].copy_from_slice(salt);
+                n[4..].copy_from_slice(iv.get(..GMAC_IV_LEN)?);
+                let nonce = Nonce::assume_unique_for_key(n);
+                GMAC_AAD.with(|cell| {
+                    let mut aad = cell.borrow_mut();
+                    aad.clear();
+                    for p in parts {
+                        aad.extend_from_slice(p);
+                    }
+                    key.seal_in_place_separate_tag(nonce, Aad::from(&aad[..]), &mut [])
+                        .ok()
+                        .map(|t| Tag::from_slice(t.as_ref()))
+                })
+            }
+        }
+    }
+
+    /// Whether `icv` is the ICV of `parts`, compared in constant time.
+    pub fn verify(&self, iv: &[u8], parts: &[&[u8]], icv: &[u8]) -> bool {
+        self.tag(iv, parts)
+            .is_some_and(|t| crate::ct::ct_eq(t.as_slice(), icv))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn gmac_is_gcm_with_everything_in_the_aad() {
+        // GCM test case 1 (McGrew-Viega): zero AES-128 key, zero nonce, nothing at all:
+        // tag 58e2fccefa7e3061367f1d57a4e7455a. A zero salt and zero IV make that nonce.
+        let mut key = vec![0u8; 16];
+        key.extend_from_slice(&[0; 4]);
+        let k = AhKey::new(Integrity::AesGmac { key_len: 16 }, &key).unwrap();
+        let empty = k.tag(&[0; 8], &[]).unwrap();
+        assert_eq!(empty.as_slice(), hex("58e2fccefa7e3061367f1d57a4e7455a"));
+        // The split into parts does not matter.
+        let whole = k.tag(&[1; 8], &[b"abcdefgh"]).unwrap();
+        let split = k.tag(&[1; 8], &[b"abc", b"", b"defgh"]).unwrap();
+        assert_eq!(whole.as_slice(), split.as_slice());
+        assert!(k.verify(&[1; 8], &[b"abcdefgh"], whole.as_slice()));
+        assert!(!k.verify(&[2; 8], &[b"abcdefgh"], whole.as_slice()));
+        assert!(k.tag(&[1; 4], &[]).is_none(), "short IV");
+    }
+
+    #[test]
+    fn keys_of_the_wrong_length_are_refused() {
+        assert!(AhKey::new(Integrity::HmacSha1_96, &[0; 16]).is_err());
+        assert!(AhKey::new(Integrity::AesGmac { key_len: 16 }, &[0; 16]).is_err());
+        assert!(AhKey::new(Integrity::None, &[]).is_err());
+        let k = AhKey::new(Integrity::HmacSha256_128, &[7; 32]).unwrap();
+        assert_eq!((k.iv_len(), k.icv_len()), (0, 16));
+    }
+}

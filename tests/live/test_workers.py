@@ -69,4 +69,8 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     st2 = show("gw2", "stats")
     assert st2["drops"].get("replay", 0) == 0, st2["drops"]
     sa = {s["name"]: s for s in show("gw2", "sa")}["gw1-to-gw2"]
-    assert sa["drops"].get("replay", 0) == 0 and sa["packets"] >= len(seqs)
+    # Every packet that reached gw2 was accepted: its SA dropped nothing, for any reason. A
+    # frame seen on the bridge may still be lost in the kernel before gw2's socket (AF_XDP
+    # copy mode, two busy cores: once, 23,987 of 23,988 in CI); more than 0.1% is a failure.
+    assert not any(sa["drops"].values()), sa["drops"]
+    assert sa["packets"] >= len(seqs) - len(seqs) // 1000, (sa["packets"], len(seqs))

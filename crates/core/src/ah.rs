@@ -312,10 +312,20 @@ pub fn classify(
     info: &IpInfo,
     tables: &Tables,
 ) -> Result<Option<AhJob>, (DropReason, Option<u32>)> {
-    if tables.ah_in_by_spi.is_empty() && info.key.proto != proto::AH {
+    let d = pkt.data().get(..info.total_len).unwrap_or(&[]);
+    // The common case first, cheaply: IPv4 not AH, IPv6 going straight to its upper layer.
+    // (IPv6's flow key names the protocol after AH, so the chain itself is looked at.)
+    let may_be_ah = if info.key.v4 {
+        info.key.proto == proto::AH
+    } else {
+        matches!(
+            d.get(6),
+            Some(&(proto::AH | proto::HOPOPT | proto::ROUTING | proto::DSTOPTS | proto::FRAGMENT))
+        )
+    };
+    if !may_be_ah {
         return Ok(None);
     }
-    let d = pkt.data().get(..info.total_len).unwrap_or(&[]);
     let Some((ah_off, nh_at)) = find(d, info) else {
         return Ok(None);
     };

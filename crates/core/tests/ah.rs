@@ -201,6 +201,24 @@ fn inbound_ah_from_scapy_verifies_and_is_removed() {
 }
 
 #[test]
+fn ah_without_an_ah_sa_is_no_sa_not_plaintext() {
+    // IPv6's flow key names the protocol after AH (UDP here): a gateway with no AH SA must
+    // still see the AH, not let it through a bypass rule for UDP.
+    let t = tables(
+        "[[policy]]\ndirection = \"in\"\nsrc = \"::/0\"\ndst = \"::/0\"\naction = \"bypass\"\n\n\
+         [[policy]]\ndirection = \"in\"\nsrc = \"0.0.0.0/0\"\ndst = \"0.0.0.0/0\"\naction = \"bypass\"\n\n\
+         [[route]]\ndst = \"::/0\"\nport = 1\n",
+    );
+    let (out, _) = run(&t, Direction::In, &[hex(AH6), hex(AH4), hex(PLAIN6)]);
+    assert_eq!(out[0], Err(DropReason::NoSa));
+    assert_eq!(out[1], Err(DropReason::NoSa));
+    assert!(
+        out[2].is_ok(),
+        "plain IPv6 with a hop-by-hop header still bypasses"
+    );
+}
+
+#[test]
 fn inbound_ah_drops_by_reason() {
     let t = tables(TRANSPORT);
     let good = hex(AH4);

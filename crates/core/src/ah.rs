@@ -276,18 +276,20 @@ pub struct AhJob {
 }
 
 /// Where AH starts in an IP packet and the offset of the byte that names it, if the packet
-/// carries AH (after IPv6 extension headers that may precede it).
+/// carries AH (after IPv6 extension headers that may precede it); and whether an IPv6
+/// fragment header comes first (then AH is not checkable before reassembly).
 #[inline(always)]
-fn find(d: &[u8], info: &IpInfo) -> Option<(usize, usize)> {
+fn find(d: &[u8], info: &IpInfo) -> Option<(usize, usize, bool)> {
     if info.key.v4 {
-        return (info.key.proto == proto::AH).then_some((info.upper_off, 9));
+        return (info.key.proto == proto::AH).then_some((info.upper_off, 9, false));
     }
     let mut nh = *d.get(6)?;
     let mut nh_at = 6;
     let mut off = ipv6::HEADER_LEN;
+    let mut fragment = false;
     for _ in 0..8 {
         match nh {
-            proto::AH => return Some((off, nh_at)),
+            proto::AH => return Some((off, nh_at, fragment)),
             proto::HOPOPT | proto::DSTOPTS | proto::ROUTING => {
                 let len = (usize::from(*d.get(off + 1)?) + 1) * 8;
                 nh_at = off;
@@ -295,6 +297,7 @@ fn find(d: &[u8], info: &IpInfo) -> Option<(usize, usize)> {
                 off += len;
             }
             proto::FRAGMENT => {
+                fragment = true;
                 nh_at = off;
                 nh = *d.get(off)?;
                 off += 8;
@@ -326,10 +329,10 @@ pub fn classify(
     if !may_be_ah {
         return Ok(None);
     }
-    let Some((ah_off, nh_at)) = find(d, info) else {
+    let Some((ah_off, nh_at, behind_fragment)) = find(d, info) else {
         return Ok(None);
     };
-    if info.is_fragment {
+    if info.is_fragment || behind_fragment {
         return Err((DropReason::Fragment, None));
     }
     let ah = d

@@ -228,11 +228,22 @@ fn inbound_ah_drops_by_reason() {
     short.truncate(24 + 12 + 4);
     short[2..4].copy_from_slice(&40u16.to_be_bytes());
     let short = fix4(short);
-    let (out, pipe) = run(&t, Direction::In, &[good.clone(), good, unknown, short]);
+    // IPv6 with a fragment header in front of AH: not checkable before reassembly.
+    let ah6 = hex(AH6);
+    let mut fragmented = ah6[..40].to_vec();
+    fragmented[6] = 44;
+    fragmented.extend_from_slice(&[51, 0, 0, 1, 0, 0, 0, 7]);
+    fragmented.extend_from_slice(&ah6[48..]);
+    let (out, pipe) = run(
+        &t,
+        Direction::In,
+        &[good.clone(), good, unknown, short, fragmented],
+    );
     assert!(out[0].is_ok());
     assert_eq!(out[1], Err(DropReason::Replay));
     assert_eq!(out[2], Err(DropReason::NoSa));
     assert_eq!(out[3], Err(DropReason::Truncated));
+    assert_eq!(out[4], Err(DropReason::Fragment));
     let sa = t
         .sas
         .iter()

@@ -1,19 +1,19 @@
 //! Builds the small C shim over intel-ipsec-mb's job API when the library's header is
 //! installed (Debian `libipsec-mb-dev`). Without it the crate still builds and the
 //! aws-lc-rs back-end serves alone.
-use std::path::Path;
+include!("../../build-support/probe.rs");
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/ipsec_mb_shim.c");
     println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
     println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
     let target_x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
+    // Either location will do: the probe of each is kept so that cargo watches both.
     let header = [
-        "/usr/include/intel-ipsec-mb.h",
-        "/usr/local/include/intel-ipsec-mb.h",
+        probe_headers(&["/usr/include/intel-ipsec-mb.h"]),
+        probe_headers(&["/usr/local/include/intel-ipsec-mb.h"]),
     ]
-    .iter()
-    .any(|p| Path::new(p).exists());
+    .contains(&true);
     if !target_x86_64 || !header || std::env::var_os("ESPGW_NO_IPSEC_MB").is_some() {
         println!(
             "cargo:warning=intel-ipsec-mb not found: only the aws-lc-rs crypto back-end is built"

@@ -15,8 +15,11 @@
 #[cfg(espgw_ipsec_mb)]
 pub use imp::{IpsecMbProvider, MbApi};
 
+/// Stands in when espgw is built without intel-ipsec-mb: an uninhabited type, so no value
+/// of it can exist, yet every caller that names the provider compiles unchanged (the
+/// portable build) and `with_api` says why it is missing.
 #[cfg(not(espgw_ipsec_mb))]
-pub struct IpsecMbProvider;
+pub enum IpsecMbProvider {}
 
 #[cfg(not(espgw_ipsec_mb))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +35,21 @@ impl IpsecMbProvider {
     }
     pub fn with_api(_: MbApi) -> Result<Self, String> {
         Err("espgw was built without intel-ipsec-mb (install libipsec-mb-dev and rebuild)".into())
+    }
+}
+
+#[cfg(not(espgw_ipsec_mb))]
+impl crate::CryptoProvider for IpsecMbProvider {
+    fn name(&self) -> String {
+        match *self {}
+    }
+    fn aead_key(
+        &self,
+        _: crate::AeadAlgorithm,
+        _: &[u8],
+        _: usize,
+    ) -> Result<std::sync::Arc<dyn crate::AeadKey>, crate::CryptoError> {
+        match *self {}
     }
 }
 

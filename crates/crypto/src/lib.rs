@@ -150,6 +150,14 @@ pub(crate) fn check_key(alg: AeadAlgorithm, key: &[u8], icv_len: usize) -> Resul
     Ok(())
 }
 
+/// The crypto back-ends compiled into this build (`espgw --version`): intel-ipsec-mb only
+/// where its header was found at build time; aws-lc-rs always.
+pub const COMPILED_BACKENDS: &[&str] = if cfg!(espgw_ipsec_mb) {
+    &["intel-ipsec-mb", "aws-lc-rs"]
+} else {
+    &["aws-lc-rs"]
+};
+
 /// Which back-end to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderChoice {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use espgw_config::{Config, Format};
 use espgw_core::{Direction, Pipeline, Tables};
 use espgw_crypto::{CryptoProvider, ProviderChoice};
@@ -457,8 +457,25 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// What `espgw --version` prints after the name: the version, the commit it was built
+/// from, the crypto back-ends compiled in (and the one `--crypto auto` picks on this CPU)
+/// and the port back-ends this build has.
+fn long_version() -> String {
+    format!(
+        "{}\ncommit: {}\ncrypto back-ends: {} (auto: {})\nport back-ends: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("ESPGW_GIT_COMMIT"),
+        espgw_crypto::COMPILED_BACKENDS.join(", "),
+        espgw_crypto::default_provider().name(),
+        espgw_io::port_backends().join(", "),
+    )
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // clap keeps the text for the life of the program; leaking one string once is that.
+    let long_version: &'static str = Box::leak(long_version().into_boxed_str());
+    let matches = Cli::command().long_version(long_version).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let _ = CRYPTO_POLICY.set(espgw_config::CryptoPolicy {
         allow_legacy: cli.allow_legacy_crypto,
         allow_null: cli.allow_null_null,

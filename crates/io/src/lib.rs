@@ -30,3 +30,13 @@ pub use port::Port;
 
 /// Whether this build has the AF_XDP back-end (libxdp was found at build time).
 pub const HAVE_AF_XDP: bool = cfg!(espgw_af_xdp);
+
+/// The port back-ends this build has, fastest live one first (`espgw --version`).
+pub fn port_backends() -> Vec<&'static str> {
+    let mut v = Vec::with_capacity(5);
+    if HAVE_AF_XDP {
+        v.push("af_xdp");
+    }
+    v.extend(["af_packet", "tun", "pcap", "memory"]);
+    v
+}

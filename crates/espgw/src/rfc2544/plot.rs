@@ -350,17 +350,47 @@ pub fn all(r: &Results) -> Vec<(String, String)> {
     ]
 }
 
-/// Renders an SVG to PNG (system fonts for the text).
-pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+/// DejaVu Sans (Bitstream Vera licence, `assets/fonts/LICENSE-DejaVu.txt`), compiled in so
+/// that a plot has its text on a machine with no fonts installed: the PNG looks the same
+/// everywhere, and no system font is ever read.
+const EMBEDDED_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+const EMBEDDED_FAMILY: &str = "DejaVu Sans";
+
+/// The font database plots are drawn with: the embedded font alone, standing in for every
+/// generic family the SVG may name.
+fn font_db() -> resvg::usvg::fontdb::Database {
+    let mut db = resvg::usvg::fontdb::Database::new();
+    db.load_font_data(EMBEDDED_FONT.to_vec());
+    db.set_sans_serif_family(EMBEDDED_FAMILY);
+    db.set_serif_family(EMBEDDED_FAMILY);
+    db.set_monospace_family(EMBEDDED_FAMILY);
+    db
+}
+
+/// Draws an SVG with the fonts of `db`.
+fn rasterize(
+    svg: &str,
+    db: resvg::usvg::fontdb::Database,
+) -> Result<resvg::tiny_skia::Pixmap, String> {
     use resvg::{tiny_skia, usvg};
-    let mut opt = usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
+    let mut opt = usvg::Options {
+        font_family: EMBEDDED_FAMILY.into(),
+        ..usvg::Options::default()
+    };
+    *opt.fontdb_mut() = db;
     let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("plot: {e}"))?;
     let size = tree.size().to_int_size();
     let mut pixmap =
         tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("plot: empty image")?;
     resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap.encode_png().map_err(|e| format!("plot: {e}"))
+    Ok(pixmap)
+}
+
+/// Renders an SVG to PNG with the embedded font.
+pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+    rasterize(svg, font_db())?
+        .encode_png()
+        .map_err(|e| format!("plot: {e}"))
 }
 
 #[cfg(test)]
@@ -373,6 +403,45 @@ mod tests {
         assert_eq!(nice_ticks(7.0).last().copied(), Some(8.0));
         assert_eq!(fmt_num(150_000.0), "150k");
         assert_eq!(fmt_num(2_500_000.0), "2.5M");
+    }
+
+    /// Dark pixels in the band of the chart's title (above the plot area, where only the
+    /// title is drawn).
+    fn title_ink(pixmap: &resvg::tiny_skia::Pixmap) -> usize {
+        let w = pixmap.width() as usize;
+        pixmap
+            .pixels()
+            .chunks(w)
+            .take(T as usize - 8)
+            .flat_map(|row| row.iter())
+            .filter(|p| p.demultiply().red() < 128)
+            .count()
+    }
+
+    #[test]
+    fn plot_text_comes_from_the_embedded_font() {
+        let chart = Chart {
+            title: "throughput".into(),
+            x_title: "x".into(),
+            y_title: "y".into(),
+            x_labels: None,
+            log_y: false,
+            series: vec![Series {
+                name: "espgw".into(),
+                color: color("espgw"),
+                dash: "",
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+            }],
+        };
+        let svg = chart.render();
+        // The embedded font alone (no system font is loaded): the title is drawn.
+        let with_font = rasterize(&svg, font_db()).unwrap();
+        let ink = title_ink(&with_font);
+        assert!(ink > 100, "title drawn with {ink} dark pixels");
+        // With an empty font database the same band stays white: what was counted above
+        // is the title's text, not a line of the chart.
+        let without = rasterize(&svg, resvg::usvg::fontdb::Database::new()).unwrap();
+        assert_eq!(title_ink(&without), 0);
     }
 
     #[test]

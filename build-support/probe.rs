@@ -1,0 +1,27 @@
+// Shared by the crates' build scripts (pulled in with `include!`): probing for a system
+// library's headers so that cargo reruns the probe when the library is installed or
+// removed later (a build made before `apt-get install libipsec-mb-dev` must not stay
+// without it, and one made after its removal must not try to link it).
+
+/// Whether every header exists. For each one, asks cargo to rerun the build script when
+/// it changes: the header itself when it is there (removing it makes it missing, which
+/// cargo treats as changed), else the nearest directory above it that exists (installing
+/// a file into a directory updates the directory's modification time, which cargo's scan
+/// of that directory sees even though dpkg keeps the package's old file times).
+fn probe_headers(headers: &[&str]) -> bool {
+    let mut all = true;
+    for header in headers {
+        let mut watched = std::path::Path::new(header);
+        if !watched.exists() {
+            all = false;
+            while let Some(parent) = watched.parent() {
+                watched = parent;
+                if watched.exists() {
+                    break;
+                }
+            }
+        }
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+    all
+}

@@ -136,6 +136,10 @@ enum Cmd {
         #[arg(long, default_value = DEFAULT_CONTROL)]
         control: PathBuf,
     },
+    /// Print the manual page (roff) generated from this command line's help; the package's
+    /// `packaging/espgw.8` is this output.
+    #[command(hide = true)]
+    Manpage,
     /// The published design's test bed in network namespaces (as root). Without a
     /// subcommand: build it, send traffic through it, show what crossed the transport
     /// link and the measured throughput, and remove it.
@@ -362,6 +366,9 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Cmd::Manpage => {
+            manual_page(&mut std::io::stdout().lock()).map_err(|e| format!("manpage: {e}"))
+        }
         Cmd::DefaultConfig { peer } => {
             print!(
                 "{}",
@@ -457,6 +464,13 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// The manual page, espgw(8), generated from the command line's help.
+fn manual_page(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    clap_mangen::Man::new(Cli::command())
+        .section("8")
+        .render(out)
+}
+
 /// What `espgw --version` prints after the name: the version, the commit it was built
 /// from, the crypto back-ends compiled in (and the one `--crypto auto` picks on this CPU)
 /// and the port back-ends this build has.
@@ -486,5 +500,19 @@ fn main() -> ExitCode {
             eprintln!("espgw: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_packaged_manual_page_is_current() {
+        let mut generated = Vec::new();
+        super::manual_page(&mut generated).unwrap();
+        let packaged = include_str!("../../../packaging/espgw.8");
+        assert!(
+            packaged.as_bytes() == generated.as_slice(),
+            "packaging/espgw.8 is stale: regenerate it with `espgw manpage > packaging/espgw.8`"
+        );
     }
 }

@@ -56,6 +56,12 @@ pub struct UpArgs {
     /// Extra arguments for both `espgw run` (e.g. "--crypto aws-lc").
     #[arg(long, default_value = "")]
     pub run_args: String,
+    /// The command that starts a gateway, in place of this binary: words split at spaces,
+    /// `run ...` follows (e.g. "setpriv --reuid espgw ... /usr/bin/espgw" to run an
+    /// installed binary without root). The gateways must be able to create their control
+    /// sockets in /run/espgw-testbed.
+    #[arg(long)]
+    pub gateway_cmd: Option<String>,
 }
 
 impl Default for UpArgs {
@@ -68,6 +74,7 @@ impl Default for UpArgs {
             gw1_config: None,
             gw2_config: None,
             run_args: String::new(),
+            gateway_cmd: None,
         }
     }
 }
@@ -352,8 +359,16 @@ fn kernel_gateways(far_routes: bool) -> Result<(), String> {
 }
 
 fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let exe = exe.to_string_lossy().to_string();
+    let gateway_cmd: Vec<String> = match &a.gateway_cmd {
+        Some(cmd) => cmd.split_whitespace().map(String::from).collect(),
+        None => {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            vec![exe.to_string_lossy().to_string()]
+        }
+    };
+    if gateway_cmd.is_empty() {
+        return Err("--gateway-cmd is empty".into());
+    }
     for (g, cfg, builtin, metrics) in [
         (
             "gw1",
@@ -399,7 +414,9 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             "netns".into(),
             "exec".into(),
             nsn,
-            exe.clone(),
+        ];
+        args.extend(gateway_cmd.iter().cloned());
+        args.extend([
             "run".into(),
             "--config".into(),
             cfg_path.to_string_lossy().into(),
@@ -413,7 +430,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             ctl.to_string_lossy().into(),
             "--metrics".into(),
             metrics.into(),
-        ];
+        ]);
         args.extend(a.run_args.split_whitespace().map(String::from));
         let child = Command::new("ip")
             .args(&args)

@@ -5,11 +5,18 @@
  * buffers in bursts: half of the UMEM frames serve the fill ring (receive), half the
  * transmit ring.
  *
- * libxdp loads its default XDP program (redirect every frame of the queue to the
- * socket) when the first socket of an interface is created, and unloads it with the
- * last one.
+ * The XDP program that redirects every frame of a queue to its socket is espgw's own
+ * (five instructions, below), loaded and attached with libbpf when the first socket of
+ * an interface opens and detached with the last one. libxdp's default program would do
+ * the same, but libxdp takes a lock in (and pins its dispatcher to) a bpffs mount, which
+ * it mounts itself where none is: that needs CAP_SYS_ADMIN, and a writable /sys/fs/bpf.
+ * Loading our own needs only CAP_BPF and CAP_NET_ADMIN (measured: README, "Install").
  */
 #include <errno.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <linux/bpf.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
 #include <poll.h>
@@ -21,9 +28,126 @@
 #include <unistd.h>
 #include <xdp/xsk.h>
 #include <xdp/libxdp.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #define FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
+
+/* One XDP program and XSKMAP per interface, shared by its queues' sockets. */
+struct espgw_xdp_prog {
+	int ifindex;
+	uint32_t xdp_flags;
+	int prog_fd;
+	int map_fd;
+	uint32_t users;
+	struct espgw_xdp_prog *next;
+};
+
+/* Sockets open and close at start-up and shutdown, possibly from several threads. */
+static pthread_mutex_t progs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct espgw_xdp_prog *progs;
+
+/* Queue indexes the XSKMAP can hold (a socket on a higher queue is refused). */
+#define XSKMAP_ENTRIES 256
+
+/* Loads `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`: frames of a
+ * queue with a socket go to it, others (no socket there) to the kernel. */
+static int load_redirect_prog(int map_fd)
+{
+	struct bpf_insn insns[] = {
+		/* r2 = ctx->rx_queue_index */
+		{ .code = BPF_LDX | BPF_W | BPF_MEM, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_1,
+		  .off = offsetof(struct xdp_md, rx_queue_index) },
+		/* r1 = &xsks (a 16-byte load of the map's fd, rewritten by the verifier) */
+		{ .code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1,
+		  .src_reg = BPF_PSEUDO_MAP_FD, .imm = map_fd },
+		{ 0 },
+		/* r3 = XDP_PASS: the action where the map has no socket for the queue */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3, .imm = XDP_PASS },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_redirect_map },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	/* The program is espgw's (Apache-2.0); the one helper it calls is not GPL-only. */
+	return bpf_prog_load(BPF_PROG_TYPE_XDP, "espgw_xsk", "Apache-2.0", insns,
+			     sizeof(insns) / sizeof(insns[0]), NULL);
+}
+
+/* Takes a reference on the interface's program, loading and attaching it for the first
+ * socket. An XDP program already attached (one left by a gateway that was killed) is
+ * replaced: espgw owns the port. Returns the XSKMAP's fd or a negative errno. */
+static int prog_get(int ifindex, uint32_t xdp_flags)
+{
+	struct espgw_xdp_prog *p;
+	int ret;
+	pthread_mutex_lock(&progs_lock);
+	for (p = progs; p; p = p->next) {
+		if (p->ifindex == ifindex) {
+			if (p->xdp_flags != xdp_flags) {
+				ret = -EINVAL;
+				goto out;
+			}
+			p->users++;
+			ret = p->map_fd;
+			goto out;
+		}
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	p->ifindex = ifindex;
+	p->xdp_flags = xdp_flags;
+	p->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "espgw_xsks", sizeof(uint32_t),
+				   sizeof(uint32_t), XSKMAP_ENTRIES, NULL);
+	if (p->map_fd < 0) {
+		ret = -errno;
+		free(p);
+		goto out;
+	}
+	p->prog_fd = load_redirect_prog(p->map_fd);
+	if (p->prog_fd < 0) {
+		ret = -errno;
+		close(p->map_fd);
+		free(p);
+		goto out;
+	}
+	ret = bpf_xdp_attach(ifindex, p->prog_fd, xdp_flags, NULL);
+	if (ret < 0) {
+		close(p->prog_fd);
+		close(p->map_fd);
+		free(p);
+		goto out;
+	}
+	p->users = 1;
+	p->next = progs;
+	progs = p;
+	ret = p->map_fd;
+out:
+	pthread_mutex_unlock(&progs_lock);
+	return ret;
+}
+
+/* Drops a reference; the last one detaches the program from the interface. */
+static void prog_put(int ifindex, uint32_t queue)
+{
+	struct espgw_xdp_prog **pp, *p;
+	pthread_mutex_lock(&progs_lock);
+	for (pp = &progs; (p = *pp); pp = &p->next) {
+		if (p->ifindex != ifindex)
+			continue;
+		bpf_map_delete_elem(p->map_fd, &queue);
+		if (--p->users == 0) {
+			bpf_xdp_detach(ifindex, p->xdp_flags, NULL);
+			close(p->prog_fd);
+			close(p->map_fd);
+			*pp = p->next;
+			free(p);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&progs_lock);
+}
 
 struct espgw_xsk {
 	struct xsk_ring_prod fq;
@@ -40,6 +164,8 @@ struct espgw_xsk {
 	uint32_t nfree;
 	uint32_t tx_in_flight;
 	int zero_copy;
+	int ifindex;
+	uint32_t queue;
 };
 
 static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -59,10 +185,17 @@ void espgw_xsk_quiet(void)
 int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframes,
 		   struct espgw_xsk **out)
 {
+	int ifindex = (int)if_nametoindex(ifname);
+	if (ifindex == 0)
+		return -ENODEV;
+	if (queue >= XSKMAP_ENTRIES)
+		return -ERANGE;
 	struct espgw_xsk *x = calloc(1, sizeof(*x));
 	int ret;
 	if (!x)
 		return -ENOMEM;
+	x->ifindex = ifindex;
+	x->queue = queue;
 	if (nframes < 64)
 		nframes = 64;
 	x->nframes = nframes;
@@ -95,7 +228,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	struct xsk_socket_config scfg = {
 		.rx_size = ring,
 		.tx_size = ring,
-		.libxdp_flags = 0,
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 		.xdp_flags = mode == 2 ? XDP_FLAGS_SKB_MODE : 0,
 		.bind_flags = XDP_USE_NEED_WAKEUP | (mode >= 1 ? XDP_COPY : 0),
 	};
@@ -106,10 +239,25 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 		free(x);
 		return ret < 0 ? ret : -ret;
 	}
+	int map_fd = prog_get(ifindex, scfg.xdp_flags);
+	if (map_fd >= 0)
+		ret = xsk_socket__update_xskmap(x->xsk, map_fd);
+	else
+		ret = map_fd;
+	if (ret) {
+		if (map_fd >= 0)
+			prog_put(ifindex, queue);
+		xsk_socket__delete(x->xsk);
+		xsk_umem__delete(x->umem);
+		munmap(x->area, x->area_len);
+		free(x);
+		return ret < 0 ? ret : -ret;
+	}
 	/* Receive frames: the first half of the UMEM, all given to the kernel. */
 	uint32_t idx = 0;
 	uint32_t nfill = ring < nframes / 2 ? ring : nframes / 2;
 	if (xsk_ring_prod__reserve(&x->fq, nfill, &idx) != nfill) {
+		prog_put(ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
 		munmap(x->area, x->area_len);
@@ -122,6 +270,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	/* Transmit frames: the second half. */
 	x->free_tx = calloc(nframes - nframes / 2, sizeof(uint64_t));
 	if (!x->free_tx) {
+		prog_put(ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
 		munmap(x->area, x->area_len);
@@ -143,6 +292,7 @@ void espgw_xsk_close(struct espgw_xsk *x)
 {
 	if (!x)
 		return;
+	prog_put(x->ifindex, x->queue);
 	xsk_socket__delete(x->xsk);
 	xsk_umem__delete(x->umem);
 	munmap(x->area, x->area_len);

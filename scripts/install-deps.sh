@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Installs what building and testing espgw needs on Debian 12 (run as root). Idempotent:
-# packages already present are left alone.
+# Installs what espgw needs on Debian 12 (as root), and says what it installs. Idempotent:
+# what is already present is left alone.
+#   scripts/install-deps.sh          everything the tests need (scripts/test.sh)
+#   scripts/install-deps.sh --run    only what building espgw and running its test bed need
+#                                    (scripts/testbed.sh)
 set -euo pipefail
-# Build: a C toolchain (the crates' C shims, and the linker), intel-ipsec-mb (crypto), libxdp + libbpf (AF_XDP). Tests: scapy, pytest, tshark;
-# the live test bed: iproute2, ethtool, ping, iperf3, procps (sysctl), util-linux (unshare);
-# the RFC 2544 tester: strongSwan with kernel-libipsec (a DUT), fonts for the PNG plots,
-# Chromium (renders the report in a test), jsonschema (validates its JSON).
-pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev python3-scapy python3-cryptography python3-pytest tshark
-  iproute2 ethtool iputils-ping iperf3 procps util-linux
-  strongswan-charon strongswan-swanctl libcharon-extra-plugins fonts-dejavu-core chromium
-  python3-jsonschema)
+mode=${1:-all}
+# Build: a C toolchain (the crates' C shims, and the linker), intel-ipsec-mb (crypto),
+# libxdp + libbpf (AF_XDP). The test bed: iproute2, ethtool, ping.
+run_pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev iproute2 ethtool iputils-ping)
+# Tests: scapy, pytest, tshark; the live tests: iperf3, procps (sysctl), util-linux
+# (unshare, setpriv); the RFC 2544 tester: strongSwan with kernel-libipsec (a DUT),
+# Chromium and a font for it (renders the report in a test), jsonschema (validates its
+# JSON); the package:
+# dpkg-dev (dpkg-shlibdeps for its Depends), man-db and systemd (its test).
+test_pkgs=(python3-scapy python3-cryptography python3-pytest tshark iperf3 procps util-linux
+  strongswan-charon strongswan-swanctl libcharon-extra-plugins chromium fonts-dejavu-core
+  python3-jsonschema
+  dpkg-dev man-db systemd)
+case "$mode" in
+  --run) pkgs=("${run_pkgs[@]}") ;;
+  all) pkgs=("${run_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *) echo "usage: $0 [--run]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,11 +32,18 @@ if ((${#missing[@]})); then
     echo "install-deps: need root to install: ${missing[*]}" >&2
     exit 1
   fi
+  echo "install-deps: installing ${missing[*]} (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.80 or newer) is required" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.85 or newer) is required" >&2; exit 1; }
+[ "$mode" = all ] || exit 0
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "install-deps: installing cargo-deb (cargo install)"
+  cargo install cargo-deb --locked --quiet
+fi
 if [ "${ESPGW_FUZZ_SECONDS:-20}" != 0 ] && ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "install-deps: installing cargo-fuzz (cargo install)"
   cargo install cargo-fuzz --locked --quiet
 fi

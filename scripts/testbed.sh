@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's main command (as root, Debian 12 with Rust): installs what building espgw
+# and its test bed need, builds espgw, and runs the test bed with the built-in default
+# configuration (two gateways, AES-128-GCM tunnel, traffic through, the transport link
+# checked, everything removed at the end). Arguments go to `espgw testbed`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --run
+echo "== building espgw (cargo build --release)"
+cargo build --release -q -p espgw
+exec "${CARGO_TARGET_DIR:-target}/release/espgw" testbed "$@"

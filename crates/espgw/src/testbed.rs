@@ -410,11 +410,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         };
         let nsn = ns(g);
         let ctl = control_path(g);
-        let mut args: Vec<String> = vec![
-            "netns".into(),
-            "exec".into(),
-            nsn,
-        ];
+        let mut args: Vec<String> = vec!["netns".into(), "exec".into(), nsn];
         args.extend(gateway_cmd.iter().cloned());
         args.extend([
             "run".into(),

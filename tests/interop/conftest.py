@@ -16,3 +16,11 @@ def espgw():
         return pathlib.Path(path)
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw"], cwd=ROOT, check=True)
     return ROOT / "target" / "release" / "espgw"
+
+
+@pytest.fixture(autouse=True)
+def fresh_sequence_state(tmp_path_factory, monkeypatch):
+    """Each test gets a state directory of its own (ESPGW_STATE_DIR, the default of
+    `--state-dir`): its SAs start at their configured sequence numbers, as the known
+    answers expect. Tests of persistence pass --state-dir themselves."""
+    monkeypatch.setenv("ESPGW_STATE_DIR", str(tmp_path_factory.mktemp("espgw-state")))

@@ -1,6 +1,9 @@
 """Configuration writers (native TOML, DPDK ipsec-secgw, setkey) and runners for espgw."""
+import atexit
 import json
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 
 from scapy.all import IP, IPv6, UDP, Ether, raw, rdpcap, wrpcap
@@ -115,11 +118,24 @@ class Gateway:
         return path
 
 
+
+# Every `espgw pcap` run of these tests starts from an empty sequence state, as a first
+# start with a new key does: its SAs begin at their configured numbers, which the known
+# answers expect. (tests/interop/test_sequence_state.py tests the persistence itself.)
+_STATE_ROOT = tempfile.mkdtemp(prefix="espgw-interop-state-")
+atexit.register(shutil.rmtree, _STATE_ROOT, True)
+
+
+def fresh_state():
+    """`--state-dir` and a new, empty state directory."""
+    return ["--state-dir", tempfile.mkdtemp(dir=_STATE_ROOT)]
+
+
 def run_pcap(espgw, cfg, direction, packets, tmp, json_out=True):
     """Runs frames through `espgw pcap`; returns (output frames, counters)."""
     inp, out = tmp / f"in-{direction}.pcap", tmp / f"out-{direction}.pcap"
     wrpcap(str(inp), packets)
-    args = [str(espgw), "pcap", "--config", str(cfg), "--direction", direction,
+    args = [str(espgw), "pcap", *fresh_state(), "--config", str(cfg), "--direction", direction,
             "--input", str(inp), "--output", str(out)]
     if json_out:
         args.append("--json")

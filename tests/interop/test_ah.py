@@ -25,7 +25,7 @@ from scapy.all import (ICMP, IP, bind_layers, split_layers, TCP, UDP, IPOption, 
                        IPv6ExtHdrHopByHop, HBHOptUnknown, Raw, raw, rdpcap, wrpcap)
 from scapy.layers.ipsec import AH, ESP, SecurityAssociation, zero_mutable_fields
 
-from helpers import OUTER, ether, l3
+from helpers import OUTER, ether, fresh_state, l3
 from test_algorithms import ESN_START, HOSTS, LEGACY, NETS, xcbc
 
 # espgw name -> (scapy name, key length, ICV length)
@@ -68,7 +68,7 @@ def config_text(direction, spi, mode, fam, integ, key, esn=False):
 def run(espgw, cfg, direction, frames, tmp, extra=()):
     inp, out = tmp / f"in-{direction}.pcap", tmp / f"out-{direction}.pcap"
     wrpcap(str(inp), frames)
-    r = subprocess.run([str(espgw), *extra, "pcap", "--config", str(cfg), "--direction", direction,
+    r = subprocess.run([str(espgw), *extra, "pcap", *fresh_state(), "--config", str(cfg), "--direction", direction,
                         "--input", str(inp), "--output", str(out), "--json"],
                        capture_output=True, text=True, check=True)
     return list(rdpcap(str(out))), json.loads(r.stdout), r.stderr
@@ -357,7 +357,7 @@ def test_classic_setkey_script(espgw, tmp_path):
     cfg.write_text(CLASSIC)
     empty = tmp_path / "one.pcap"
     wrpcap(str(empty), [ether(IP(src="198.51.100.1", dst="203.0.113.1") / UDP())])
-    base = ["pcap", "--config", str(cfg), "--direction", "outbound", "--input", str(empty),
+    base = ["pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound", "--input", str(empty),
             "--output", str(tmp_path / "o.pcap")]
     # Refused without the legacy switch, naming the first legacy SA's line and the switch.
     r = subprocess.run([str(espgw), *base], capture_output=True, text=True)

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from scapy.all import ICMP, IP, TCP, UDP, IPv6, Raw, raw, wrpcap
 from scapy.layers.ipsec import ESP, SecurityAssociation
 
-from helpers import OUTER, ether, l3, run_pcap
+from helpers import OUTER, ether, fresh_state, l3, run_pcap
 
 HOSTS = {4: ("198.51.100.10", "203.0.113.20"), 6: ("2001:db8:100::10", "2001:db8:113::20")}
 NETS = {4: ("198.51.100.0/24", "203.0.113.0/24"), 6: ("2001:db8:100::/64", "2001:db8:113::/64")}
@@ -161,7 +161,7 @@ def run(espgw, cfg, direction, frames, tmp, legacy):
     inp, out = tmp / f"in-{direction}.pcap", tmp / f"out-{direction}.pcap"
     wrpcap(str(inp), frames)
     args = [str(espgw)] + (LEGACY if legacy else []) + [
-        "pcap", "--config", str(cfg), "--direction", direction, "--input", str(inp),
+        "pcap", *fresh_state(), "--config", str(cfg), "--direction", direction, "--input", str(inp),
         "--output", str(out), "--json"]
     r = subprocess.run(args, capture_output=True, text=True, check=True)
     import json
@@ -359,7 +359,7 @@ def test_tshark_decrypts_and_verifies(espgw, tmp_path, alg):
     inp, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     wrpcap(str(inp), plain)
     subprocess.run([str(espgw)] + (LEGACY if alg.legacy else []) +
-                   ["pcap", "--config", str(cfg), "--direction", "outbound", "--input", str(inp),
+                   ["pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound", "--input", str(inp),
                     "--output", str(out)], check=True, capture_output=True)
     a, b = OUTER[4]
     uat = (f'uat:esp_sa:"IPv4","{a}","{b}","0x00001001","{alg.tshark_enc}","0x{alg.enc_key.hex()}",'
@@ -379,7 +379,7 @@ def test_tshark_decrypts_and_verifies(espgw, tmp_path, alg):
 def pcap_args(espgw, cfg, tmp_path, extra=()):
     inp = tmp_path / "empty.pcap"
     wrpcap(str(inp), [ether(IP(src="198.51.100.1", dst="203.0.113.1") / UDP())])
-    return [str(espgw), *extra, "pcap", "--config", str(cfg), "--direction", "outbound",
+    return [str(espgw), *extra, "pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound",
             "--input", str(inp), "--output", str(tmp_path / "o.pcap")]
 
 

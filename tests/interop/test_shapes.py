@@ -7,7 +7,7 @@ from scapy.all import (IP, UDP, Dot1Q, Ether, IPOption_RR, IPv6, IPv6ExtHdrDestO
                        IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, PadN, Raw, raw, rdpcap, wrpcap)
 from scapy.layers.ipsec import ESP, SecurityAssociation
 
-from helpers import Gateway, Sa, ether, run_pcap
+from helpers import Gateway, Sa, ether, fresh_state, run_pcap
 
 KEY = bytes(range(32, 48)) + b"\xab\xcd\xef\x01"
 
@@ -80,7 +80,7 @@ def test_raw_ip_captures_keep_their_link_type(espgw, tmp_path):
     orig = IP(src="198.51.100.1", dst="203.0.113.1") / UDP() / Raw(b"raw")
     inp, out = tmp_path / "raw.pcap", tmp_path / "out.pcap"
     wrpcap(str(inp), [orig], linktype=101)
-    subprocess.run([str(espgw), "pcap", "--config", str(cfg), "--direction", "outbound",
+    subprocess.run([str(espgw), "pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound",
                     "--input", str(inp), "--output", str(out)], check=True, capture_output=True)
     assert int.from_bytes(out.read_bytes()[20:24], "little") == 101
     pkts = rdpcap(str(out))

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from scapy.all import IP, UDP, IPv6, Raw, TCP, wrpcap
 
-from helpers import Gateway, Sa, ether
+from helpers import Gateway, Sa, ether, fresh_state
 
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 
@@ -43,7 +43,7 @@ def test_tshark_decrypts_and_verifies(espgw, tmp_path, bits, shape, udp, icv):
     plain += [ether(mk() / TCP(sport=4000, dport=443, flags="S"))]
     inp, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     wrpcap(str(inp), plain)
-    subprocess.run([str(espgw), "pcap", "--config", str(cfg), "--direction", "outbound",
+    subprocess.run([str(espgw), "pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound",
                     "--input", str(inp), "--output", str(out)], check=True, capture_output=True)
     text = tshark(out, sa, icv)
     good = len(re.findall(r"\[Good: True\]", text))
@@ -61,7 +61,7 @@ def test_tshark_flags_a_wrong_key(espgw, tmp_path):
     cfg = gw.write(tmp_path / "gw.toml", "native")
     inp, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     wrpcap(str(inp), [ether(IP(src="198.51.100.1", dst="203.0.113.1") / UDP() / Raw(b"x"))])
-    subprocess.run([str(espgw), "pcap", "--config", str(cfg), "--direction", "outbound",
+    subprocess.run([str(espgw), "pcap", *fresh_state(), "--config", str(cfg), "--direction", "outbound",
                     "--input", str(inp), "--output", str(out)], check=True, capture_output=True)
     wrong = Sa(spi=0x1001, direction="out", key=bytes(20), mode="ipv4-tunnel")
     text = tshark(out, wrong, 16)

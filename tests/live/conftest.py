@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -25,6 +26,10 @@ def espgw_bin():
 
 
 ESPGW = espgw_bin()
+
+# Gateways that a test starts itself (not through the test bed, which gives each its own)
+# keep their sequence state in a scratch directory, not in /var/lib/espgw.
+os.environ.setdefault("ESPGW_STATE_DIR", tempfile.mkdtemp(prefix="espgw-live-state-"))
 
 
 def sh(*args, check=True, timeout=60, **kw):

@@ -257,6 +257,26 @@ impl SaConfig {
     }
 
     /// A label for messages: the name, or the direction and SPI.
+    /// The identity of this SA's key material: SHA-256 over a domain tag, the protocol and
+    /// the keys (never the keys themselves). It names the SA's sequence state, so that the
+    /// state follows the key whatever the SPI, and tells two SAs with one key apart.
+    pub fn key_id(&self) -> [u8; 32] {
+        let proto: &[u8] = match self.proto {
+            SaProto::Esp => b"esp",
+            SaProto::Ah => b"ah",
+        };
+        let enc_len = (self.enc_key.len() as u32).to_be_bytes();
+        let auth_len = (self.auth_key.len() as u32).to_be_bytes();
+        espgw_crypto::sha256(&[
+            b"espgw key id v1\0",
+            proto,
+            &enc_len,
+            &self.enc_key,
+            &auth_len,
+            &self.auth_key,
+        ])
+    }
+
     pub fn label(&self) -> String {
         match &self.name {
             Some(n) => n.clone(),

@@ -38,6 +38,7 @@ reasons! {
     Dummy => "dummy", "dummy packet (next header 59)";
     PolicyMismatch => "policy_mismatch", "inner packet outside the selectors of its SA";
     SeqExhausted => "seq_exhausted", "sequence number would wrap: SA retired";
+    SeqUnreserved => "seq_unreserved", "no sequence numbers reserved in the state directory yet (it is behind or failing)";
     LifetimeExpired => "lifetime_expired", "hard lifetime reached";
     EcnDrop => "ecn_drop", "outer CE over a not-ECT inner packet (RFC 6040)";
     Fragment => "fragment", "fragmented ESP (reassembly not enabled)";

@@ -347,8 +347,18 @@ impl Pipeline {
                 } else {
                     (0, 0)
                 };
+                // Short of the SA's last number: the persisted reservation ran out.
+                let reached_max = sa
+                    .state
+                    .exhausted
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    || (granted > 0 && first + (granted - 1) == sa.max_seq());
                 let empty = if granted < allowed {
-                    DropReason::SeqExhausted
+                    if reached_max {
+                        DropReason::SeqExhausted
+                    } else {
+                        DropReason::SeqUnreserved
+                    }
                 } else {
                     DropReason::LifetimeExpired
                 };

@@ -17,6 +17,13 @@ use crate::replay::ReplayWindow;
 pub struct SaState {
     /// Outbound: the last sequence number used.
     last_seq: AtomicU64,
+    /// Outbound: the last sequence number this SA may use, because a state directory
+    /// recorded it as reserved before any number up to it was used ([`SaState::reserve_to`]);
+    /// `u64::MAX` where sequence numbers are not persisted. The data path never goes past
+    /// it: a number used after a restart is always above every number used before.
+    seq_ceiling: AtomicU64,
+    /// Whether a state directory has taken this state over (restored, reserved ahead).
+    pub persisted: AtomicBool,
     /// Inbound: the replay window. Locked once per burst of this SA, never per packet.
     pub replay: Mutex<ReplayWindow>,
     pub counters: SaCounters,
@@ -33,6 +40,8 @@ impl SaState {
     pub fn new(initial_seq: u64, replay_window: u32) -> Self {
         SaState {
             last_seq: AtomicU64::new(initial_seq),
+            seq_ceiling: AtomicU64::new(u64::MAX),
+            persisted: AtomicBool::new(false),
             replay: Mutex::new(ReplayWindow::with_top(replay_window, initial_seq)),
             counters: SaCounters::default(),
             soft_expired: AtomicBool::new(false),
@@ -43,6 +52,28 @@ impl SaState {
 
     pub fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::Relaxed)
+    }
+
+    /// The last sequence number the data path may use.
+    pub fn seq_ceiling(&self) -> u64 {
+        self.seq_ceiling.load(Ordering::Acquire)
+    }
+
+    /// Lets the data path use sequence numbers up to `ceiling`. Call only once `ceiling`
+    /// is durably recorded as reserved (written and fsync'd). Never lowers the ceiling.
+    pub fn reserve_to(&self, ceiling: u64) {
+        self.seq_ceiling.fetch_max(ceiling, Ordering::Release);
+    }
+
+    /// Limits the data path to the numbers reserved so far: `ceiling` (the state
+    /// directory's record, before anything is sent).
+    pub fn limit_to(&self, ceiling: u64) {
+        self.seq_ceiling.store(ceiling, Ordering::Release);
+    }
+
+    /// Resumes after a restart: the next number sent is above `last_used`.
+    pub fn resume_after(&self, last_used: u64) {
+        self.last_seq.fetch_max(last_used, Ordering::AcqRel);
     }
 }
 
@@ -76,6 +107,9 @@ pub struct Sa {
     /// (`usize::MAX` where no MTU is enforced).
     pub max_inner: usize,
     pub state: Arc<SaState>,
+    /// The identity of its key material (`SaConfig::key_id`): names its persisted
+    /// sequence state.
+    pub key_id: [u8; 32],
     /// The configuration it was built from (for reports and reload comparison).
     pub config: SaConfig,
 }
@@ -108,14 +142,19 @@ impl Sa {
 
     /// Reserves up to `n` consecutive sequence numbers for one burst: returns the first
     /// and how many were granted. Numbers never wrap: once the space is used up the SA is
-    /// retired (RFC 4303 §3.3.3) and every later packet is refused.
+    /// retired (RFC 4303 §3.3.3) and every later packet is refused. Nor do they pass the
+    /// persisted ceiling: there the grant is short until the state directory reserves more
+    /// (the SA is not retired).
     pub fn reserve_seq(&self, n: u64) -> (u64, u64) {
         let max = self.max_seq();
+        let limit = max.min(self.state.seq_ceiling());
         let mut cur = self.state.last_seq.load(Ordering::Relaxed);
         loop {
-            let take = n.min(max - cur);
+            let take = n.min(limit.saturating_sub(cur));
             if take == 0 {
-                self.state.exhausted.store(true, Ordering::Relaxed);
+                if cur >= max {
+                    self.state.exhausted.store(true, Ordering::Relaxed);
+                }
                 return (0, 0);
             }
             match self.state.last_seq.compare_exchange_weak(

@@ -194,6 +194,7 @@ impl Tables {
                 label: sc.label(),
                 max_inner: usize::MAX,
                 state,
+                key_id: sc.key_id(),
                 config: sc.clone(),
             });
         }

@@ -150,6 +150,18 @@ pub(crate) fn check_key(alg: AeadAlgorithm, key: &[u8], icv_len: usize) -> Resul
     Ok(())
 }
 
+/// SHA-256 over the concatenation of `parts`: names derived from key material (a state
+/// file per key) without keeping or showing the key itself.
+pub fn sha256(parts: &[&[u8]]) -> [u8; 32] {
+    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    for part in parts {
+        ctx.update(part);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
 /// The crypto back-ends compiled into this build (`espgw --version`): intel-ipsec-mb only
 /// where its header was found at build time; aws-lc-rs always.
 pub const COMPILED_BACKENDS: &[&str] = if cfg!(espgw_ipsec_mb) {

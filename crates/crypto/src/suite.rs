@@ -69,6 +69,21 @@ impl Encryption {
         )
     }
 
+    /// Whether the cipher's nonce is built from the sequence number (the IV is the
+    /// sequence number, RFC 3686/4106/4309/4543/7634): under one key a number used twice
+    /// repeats a nonce, which gives away the plaintexts' XOR and, for GCM and GMAC, the
+    /// authentication key.
+    pub fn nonce_from_sequence(self) -> bool {
+        matches!(
+            self,
+            Encryption::AesCtr { .. }
+                | Encryption::AesGcm { .. }
+                | Encryption::AesCcm { .. }
+                | Encryption::ChaCha20Poly1305
+                | Encryption::AesGmac { .. }
+        )
+    }
+
     /// Bytes of keying material: the key plus any salt or nonce.
     pub fn key_material_len(self) -> usize {
         match self {
@@ -240,6 +255,11 @@ impl Suite {
 
     pub fn block_len(self) -> usize {
         self.enc.block_len()
+    }
+
+    /// Whether a nonce comes from the sequence number (the cipher's, or AH's AES-GMAC).
+    pub fn nonce_from_sequence(self) -> bool {
+        self.enc.nonce_from_sequence() || matches!(self.integ, Integrity::AesGmac { .. })
     }
 
     /// NULL encryption and no integrity: measurement only.

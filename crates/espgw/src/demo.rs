@@ -175,9 +175,9 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     drop(w);
 
     let mut p1 = Pipeline::new(t1.clone());
-    offline::run_pcap(&mut p1, Direction::Out, &plain, &esp).map_err(|e| e.to_string())?;
+    offline::run_pcap(&mut p1, Direction::Out, &plain, &esp, None).map_err(|e| e.to_string())?;
     let mut p2 = Pipeline::new(t2.clone());
-    offline::run_pcap(&mut p2, Direction::In, &esp, &back).map_err(|e| e.to_string())?;
+    offline::run_pcap(&mut p2, Direction::In, &esp, &back, None).map_err(|e| e.to_string())?;
 
     let esp_frames = read_all(&esp)?;
     let back_frames = read_all(&back)?;

@@ -7,6 +7,7 @@ mod live;
 mod offline;
 mod report;
 mod rfc2544;
+mod seq_store;
 mod strongswan;
 mod testbed;
 
@@ -83,6 +84,8 @@ enum Cmd {
         /// Print the counters as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        state: seq_store::StateArgs,
     },
     /// Check a configuration and print what it sets up.
     Check {
@@ -228,6 +231,8 @@ struct RunArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9101).
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    state: seq_store::StateArgs,
 }
 
 mod gen_cmd {
@@ -305,18 +310,23 @@ fn run(cli: Cli) -> Result<(), String> {
             input,
             output,
             json,
+            state,
         } => {
             let cfg = load_config(&config, format)?;
+            let store = seq_store::open_for(&cfg, &state)?;
             let p = provider(cli.crypto)?;
             let tables =
                 Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
+            if let Some(s) = &store {
+                s.attach(&tables).map_err(|e| e.to_string())?;
+            }
             let mut pipe = Pipeline::new(tables.clone());
             let dir = match direction {
                 Dir::Outbound => Direction::Out,
                 Dir::Inbound => Direction::In,
             };
-            let st =
-                offline::run_pcap(&mut pipe, dir, &input, &output).map_err(|e| e.to_string())?;
+            let st = offline::run_pcap(&mut pipe, dir, &input, &output, store.as_ref())
+                .map_err(|e| e.to_string())?;
             if json {
                 let mut v = report::json(&tables, &pipe.counters);
                 v["oversized_records"] = st.oversized.into();
@@ -400,6 +410,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     metrics: a.metrics,
                     fanout: a.fanout,
                     ring_frames: a.ring_frames,
+                    state: a.state,
                 },
                 p,
             )

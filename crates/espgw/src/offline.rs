@@ -24,6 +24,7 @@ pub fn run_pcap(
     dir: Direction,
     input: &Path,
     output: &Path,
+    store: Option<&crate::seq_store::SeqStore>,
 ) -> io::Result<RunStats> {
     let mut reader = PcapReader::open(input)?;
     let mut writer = PcapWriter::create(output, reader.link_type())?;
@@ -38,6 +39,10 @@ pub fn run_pcap(
             break;
         }
         stats.frames_in += n as u64;
+        if let Some(s) = store {
+            // Reserve more sequence numbers before the burst may need them.
+            s.maintain(pipeline.tables()).map_err(io::Error::other)?;
+        }
         pipeline.process(dir, &mut pkts);
         for p in pkts.drain(..) {
             match p.verdict {
@@ -49,6 +54,10 @@ pub fn run_pcap(
         writer.tx_burst(&mut tx, &mut pool)?;
     }
     writer.flush()?;
+    if let Some(s) = store {
+        s.save_inbound(pipeline.tables())
+            .map_err(io::Error::other)?;
+    }
     stats.oversized = reader.oversized;
     Ok(stats)
 }

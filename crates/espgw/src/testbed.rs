@@ -410,6 +410,14 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         };
         let nsn = ns(g);
         let ctl = control_path(g);
+        // Each `up` starts both gateways' sequence state afresh (the demonstration keys
+        // are public, and both ends start together); a gateway restarted inside one test
+        // bed resumes from it.
+        let seq_state = state(&format!("{g}-state"));
+        if seq_state.exists() {
+            std::fs::remove_dir_all(&seq_state)
+                .map_err(|e| format!("{}: {e}", seq_state.display()))?;
+        }
         let mut args: Vec<String> = vec!["netns".into(), "exec".into(), nsn];
         args.extend(gateway_cmd.iter().cloned());
         args.extend([
@@ -426,6 +434,8 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             ctl.to_string_lossy().into(),
             "--metrics".into(),
             metrics.into(),
+            "--state-dir".into(),
+            seq_state.to_string_lossy().into(),
         ]);
         args.extend(a.run_args.split_whitespace().map(String::from));
         let child = Command::new("ip")

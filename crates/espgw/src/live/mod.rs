@@ -9,10 +9,11 @@ pub mod metrics;
 pub mod shared;
 pub mod worker;
 
+use crate::seq_store::SeqStore;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use espgw_config::{Config, Format};
 use espgw_core::neighbour::NeighbourCache;
@@ -63,6 +64,7 @@ pub struct RunOptions {
     pub metrics: Option<std::net::SocketAddr>,
     pub fanout: FanoutArg,
     pub ring_frames: usize,
+    pub state: crate::seq_store::StateArgs,
 }
 
 /// The TUN prefix of an interface name: `interface = "tun:espgw0"`.
@@ -119,15 +121,20 @@ fn apply_facts(cfg: &mut Config, facts: &[PortFacts]) {
     }
 }
 
-/// Builds tables for the live gateway: learned neighbours instead of default MACs.
+/// Builds tables for the live gateway: learned neighbours instead of default MACs, and
+/// the sequence state of new SAs restored and reserved (before anything can send).
 fn build_tables(
     cfg: &Config,
     provider: &dyn CryptoProvider,
     previous: Option<&Tables>,
     cache: &Arc<NeighbourCache>,
     facts: &[PortFacts],
+    store: Option<&SeqStore>,
 ) -> Result<Tables, String> {
     let mut t = Tables::build(cfg, provider, previous).map_err(|e| e.to_string())?;
+    if let Some(s) = store {
+        s.attach(&t).map_err(|e| e.to_string())?;
+    }
     t.neighbours.dynamic = Some(cache.clone());
     for (i, f) in facts.iter().enumerate() {
         if f.tun {
@@ -323,6 +330,7 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
             Some(&old),
             &shared.neighbours,
             &shared.facts,
+            shared.seq_store.as_ref(),
         )?;
         let kept = t
             .sas
@@ -356,6 +364,25 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
     res
 }
 
+/// Keeps outbound reservations ahead of the data path and inbound windows on disk, until
+/// the gateway stops. A failing state directory is logged (once a second at most): the
+/// SAs then stop at their ceilings and drop as `seq_unreserved` rather than reuse a number.
+fn keep_sequence_state(shared: &Shared) {
+    let Some(store) = &shared.seq_store else {
+        return;
+    };
+    let mut last_error: Option<Instant> = None;
+    while !shared.stopping() {
+        if let Err(e) = store.maintain(&shared.tables()) {
+            if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                crate::error!("seq_state", "error" => e);
+                last_error = Some(Instant::now());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
 pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), String> {
     let (mut cfg, path) = load(&opts.config, opts.format)?;
@@ -368,8 +395,16 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
             espgw_config::MAX_WORKERS
         ));
     }
+    let store = crate::seq_store::open_for(&cfg, &opts.state)?;
     let cache = Arc::new(NeighbourCache::default());
-    let tables = build_tables(&cfg, provider.as_ref(), None, &cache, &facts)?;
+    let tables = build_tables(
+        &cfg,
+        provider.as_ref(),
+        None,
+        &cache,
+        &facts,
+        store.as_ref(),
+    )?;
     let set = open_ports(&opts, &mut facts, workers)?;
     for (i, f) in facts.iter().enumerate() {
         crate::info!("port", "index" => i, "name" => cfg.ports[i].name,
@@ -386,7 +421,15 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         opts.format,
         facts,
         provider.clone(),
+        store,
     ));
+    if shared.seq_store.is_some() {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("espgw-seqstate".into())
+            .spawn(move || keep_sequence_state(&s))
+            .map_err(|e| e.to_string())?;
+    }
     let cores = if opts.pin {
         core_affinity::get_core_ids().unwrap_or_default()
     } else {
@@ -448,11 +491,19 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
     }
     crate::info!("started", "config" => path.display(), "workers" => workers,
         "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),
-        "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()));
+        "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+        "sequence_state" => shared.seq_store.as_ref()
+            .map_or_else(|| "volatile".to_string(), |s| s.dir().display().to_string()));
     for h in handles {
         let _ = h.join();
     }
     let _ = std::fs::remove_file(&opts.control);
+    if let Some(store) = &shared.seq_store {
+        // Where each inbound window stands, exactly, for the next start.
+        if let Err(e) = store.save_inbound(&shared.tables()) {
+            crate::error!("seq_state", "error" => e);
+        }
+    }
     let t = shared.totals();
     crate::info!("stopped", "rx" => t.pipeline.rx_packets, "tx" => t.pipeline.tx_packets,
         "encrypted" => t.pipeline.encrypted, "decrypted" => t.pipeline.decrypted,

@@ -82,6 +82,9 @@ pub struct Shared {
     pub reload_failures: AtomicU64,
     /// Serialises reloads (SIGHUP and the control socket may race).
     pub reload_lock: Mutex<()>,
+    /// Where static SAs' sequence numbers are reserved and windows kept (none with
+    /// `--volatile-keys`).
+    pub seq_store: Option<crate::seq_store::SeqStore>,
 }
 
 impl Shared {
@@ -95,6 +98,7 @@ impl Shared {
         format: Option<Format>,
         facts: Vec<PortFacts>,
         provider: Arc<dyn CryptoProvider>,
+        seq_store: Option<crate::seq_store::SeqStore>,
     ) -> Self {
         Shared {
             tables: RwLock::new(Arc::new(tables)),
@@ -113,6 +117,7 @@ impl Shared {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             reload_lock: Mutex::new(()),
+            seq_store,
         }
     }
 

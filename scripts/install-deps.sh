@@ -10,12 +10,14 @@ mode=${1:-all}
 # libxdp + libbpf (AF_XDP). The test bed: iproute2, ethtool, ping.
 run_pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev iproute2 ethtool iputils-ping)
 # Tests: scapy, pytest, tshark; the live tests: iperf3, procps (sysctl), util-linux
-# (unshare, setpriv); the RFC 2544 tester: strongSwan with kernel-libipsec (a DUT),
+# (unshare, setpriv); the RFC 2544 tester: strongSwan with kernel-libipsec (a DUT) and its
+# crypto plugins (openssl, gcm: only recommended by libstrongswan),
 # Chromium and a font for it (renders the report in a test), jsonschema (validates its
 # JSON); the package:
 # dpkg-dev (dpkg-shlibdeps for its Depends), man-db and systemd (its test).
 test_pkgs=(python3-scapy python3-cryptography python3-pytest tshark iperf3 procps util-linux
-  strongswan-charon strongswan-swanctl libcharon-extra-plugins chromium fonts-dejavu-core
+  strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+  chromium fonts-dejavu-core
   python3-jsonschema
   dpkg-dev man-db systemd)
 case "$mode" in

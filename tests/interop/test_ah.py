@@ -310,12 +310,12 @@ flush;
 spdflush;
 # AH
 add 198.51.100.10 203.0.113.20 ah 15700 -A hmac-md5 "1234567890123456";
-add 203.0.113.20 198.51.100.10 ah 24500 -A hmac-md5 "1234567890123456";
+add 203.0.113.20 198.51.100.10 ah 24500 -A hmac-md5 "6543210987654321";
 # ESP
 add 198.51.100.10 203.0.113.20 esp 15701 -E 3des-cbc "123456789012123456789012"
     -A hmac-sha1 "12345678901234567890";
-add 203.0.113.20 198.51.100.10 esp 24501 -E 3des-cbc "123456789012123456789012"
-    -A hmac-sha1 "12345678901234567890";
+add 203.0.113.20 198.51.100.10 esp 24501 -E 3des-cbc "210987654321210987654321"
+    -A hmac-sha1 "09876543210987654321";
 spdadd 198.51.100.10 203.0.113.20 any -P out ipsec
     esp/transport//require
     ah/transport//require;
@@ -323,13 +323,19 @@ spdadd 203.0.113.20 198.51.100.10 any -P in ipsec
     esp/transport//require
     ah/transport//require;
 """
-ESP_KEY, ESP_AUTH, AH_KEY = b"123456789012123456789012", b"12345678901234567890", b"1234567890123456"
+# The howto this script comes from uses one set of keys both ways, which espgw refuses
+# (test_classic_setkey_script_with_one_key_both_ways); here each direction has its own.
+KEYS = {  # SPI of the ESP SA -> (ESP key, ESP HMAC key, AH key)
+    15701: (b"123456789012123456789012", b"12345678901234567890", b"1234567890123456"),
+    24501: (b"210987654321210987654321", b"09876543210987654321", b"6543210987654321"),
+}
 
 
 def classic_peers(esp_spi, ah_spi):
-    esp = SecurityAssociation(ESP, spi=esp_spi, crypt_algo="3DES", crypt_key=ESP_KEY,
-                              auth_algo="HMAC-SHA1-96", auth_key=ESP_AUTH)
-    ah = SecurityAssociation(AH, spi=ah_spi, auth_algo="HMAC-MD5-96", auth_key=AH_KEY)
+    esp_key, esp_auth, ah_key = KEYS[esp_spi]
+    esp = SecurityAssociation(ESP, spi=esp_spi, crypt_algo="3DES", crypt_key=esp_key,
+                              auth_algo="HMAC-SHA1-96", auth_key=esp_auth)
+    ah = SecurityAssociation(AH, spi=ah_spi, auth_algo="HMAC-MD5-96", auth_key=ah_key)
     return esp, ah
 
 
@@ -350,6 +356,24 @@ def esp_then_ah(esp, ah, p):
     e = raw(esp.encrypt(p))
     with esp_undissected():
         return IP(raw(ah.encrypt(IP(e))))
+
+
+def test_classic_setkey_script_with_one_key_both_ways(espgw, tmp_path):
+    """The howto's form, one key for both directions, is refused, naming both SAs."""
+    one_key = (CLASSIC.replace('"6543210987654321"', '"1234567890123456"')
+               .replace('"210987654321210987654321"', '"123456789012123456789012"')
+               .replace('"09876543210987654321"', '"12345678901234567890"'))
+    cfg = tmp_path / "ipsec.conf"
+    cfg.write_text(one_key)
+    empty = tmp_path / "one.pcap"
+    wrpcap(str(empty), [ether(IP(src="198.51.100.1", dst="203.0.113.1") / UDP())])
+    r = subprocess.run([str(espgw), *LEGACY, "pcap", *fresh_state(), "--config", str(cfg),
+                        "--direction", "outbound", "--input", str(empty),
+                        "--output", str(tmp_path / "o.pcap")], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert f"{cfg}:6: key: SA in 0x00005fb4 has the same key as SA out 0x00003d54 at line 5" \
+        in r.stderr, r.stderr
+    assert "1234567890" not in r.stderr, "no key bytes in the message"
 
 
 def test_classic_setkey_script(espgw, tmp_path):

@@ -411,9 +411,9 @@ def test_legacy_algorithms_need_the_switch(espgw, tmp_path, alg):
 def test_null_null_needs_its_switch(espgw, tmp_path):
     cfg = tmp_path / "gw.toml"
     cfg.write_text("\n".join([
-        "[[sa]]", 'direction = "out"', "spi = 7", 'mode = "ipv4-tunnel"', 'local = "192.0.2.1"',
+        "[[sa]]", 'direction = "out"', "spi = 0x107", 'mode = "ipv4-tunnel"', 'local = "192.0.2.1"',
         'remote = "192.0.2.2"', 'cipher = "null"', 'integrity = "null"', "",
-        "[[policy]]", 'direction = "out"', 'dst = "0.0.0.0/0"', 'action = "protect"', "sa = 7", "",
+        "[[policy]]", 'direction = "out"', 'dst = "0.0.0.0/0"', 'action = "protect"', "sa = 0x107", "",
         "[[route]]", 'dst = "0.0.0.0/0"', "port = 1", ""]))
     r = subprocess.run(pcap_args(espgw, cfg, tmp_path), capture_output=True, text=True)
     assert r.returncode != 0 and "--allow-null-null" in r.stderr, r.stderr
@@ -422,4 +422,4 @@ def test_null_null_needs_its_switch(espgw, tmp_path):
     out = list(__import__("scapy.all", fromlist=["rdpcap"]).rdpcap(str(tmp_path / "o.pcap")))
     # NULL/NULL: the inner packet is in the clear right after the 8-byte ESP header.
     esp = raw(out[0][IP].payload)
-    assert esp[:4] == struct.pack("!L", 7) and esp[8] == 0x45
+    assert esp[:4] == struct.pack("!L", 0x107) and esp[8] == 0x45

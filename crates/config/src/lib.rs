@@ -74,13 +74,28 @@ pub fn parse_with(
     format: Option<Format>,
     policy: CryptoPolicy,
 ) -> Result<Config, ConfigError> {
+    let cfg = parse_unvalidated(text, file, format, policy)?;
+    cfg.validate()?;
+    cfg.check_file_rules()?;
+    Ok(cfg)
+}
+
+/// [`parse_with`] without the checks across the whole configuration ([`Config::validate`]):
+/// for tools and tests that take a configuration apart before using the parts (for
+/// example one gateway's directions as two gateways). `Tables::build` validates what it
+/// is given, so nothing unvalidated reaches a data plane.
+pub fn parse_unvalidated(
+    text: &str,
+    file: &str,
+    format: Option<Format>,
+    policy: CryptoPolicy,
+) -> Result<Config, ConfigError> {
     let mut cfg = match format.unwrap_or_else(|| detect(text)) {
         Format::Native => native::parse(text, file)?,
         Format::Secgw => secgw::parse(text, file)?,
         Format::Setkey => setkey::parse(text, file)?,
     };
     cfg.policy = cfg.policy.union(policy);
-    cfg.validate()?;
     Ok(cfg)
 }
 

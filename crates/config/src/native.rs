@@ -724,12 +724,66 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (3, "port"), "{e}");
     }
 
+    fn gcm_sa(direction: &str, spi: u32, key_byte: u8) -> String {
+        let key: String = std::iter::repeat_n(format!("{key_byte:02x}"), 20).collect();
+        format!(
+            "[[sa]]\ndirection = \"{direction}\"\nspi = {spi}\nmode = \"transport\"\n\
+             aead = \"aes-128-gcm\"\nkey = \"0x{key}\"\n\n"
+        )
+    }
+
+    #[test]
+    fn reserved_spis_are_refused() {
+        for spi in [0, 1, 255] {
+            let e = err(&gcm_sa("out", spi, 1));
+            // The SA's line (where its [[sa]] starts) and the field.
+            assert_eq!((e.line, e.field.as_str()), (1, "spi"), "{e}");
+            assert!(e.message.contains("reserved"), "{e}");
+        }
+        crate::parse(&gcm_sa("out", 256, 1), "gw.toml", None).unwrap();
+    }
+
+    #[test]
+    fn one_key_on_two_sas_is_refused_naming_both() {
+        for (d1, d2) in [("out", "out"), ("out", "in"), ("in", "in")] {
+            let e = err(&format!(
+                "{}{}",
+                gcm_sa(d1, 0x1000, 7),
+                gcm_sa(d2, 0x2000, 7)
+            ));
+            assert_eq!((e.line, e.field.as_str()), (8, "key"), "{e}");
+            assert!(e.message.contains("0x00001000") && e.message.contains("0x00002000"));
+            assert!(e.message.contains("line 1"), "{e}");
+            assert!(
+                !e.message.contains("0707"),
+                "no key bytes in the message: {e}"
+            );
+        }
+        crate::parse(
+            &format!("{}{}", gcm_sa("out", 0x1000, 7), gcm_sa("in", 0x2000, 8)),
+            "gw.toml",
+            None,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn duplicate_spis_name_the_first_sa() {
+        let e = err(&format!(
+            "{}{}",
+            gcm_sa("out", 0x1000, 7),
+            gcm_sa("out", 0x1000, 8)
+        ));
+        assert_eq!((e.line, e.field.as_str()), (8, "spi"), "{e}");
+        assert!(e.message.contains("at line 1"), "{e}");
+    }
+
     #[test]
     fn ah_sas_and_bundles() {
         let t = r#"
 [[sa]]
 direction = "out"
-spi = 1
+spi = 0x101
 mode = "transport"
 cipher = "aes-128-cbc"
 cipher_key = "0x000102030405060708090a0b0c0d0e0f"
@@ -738,7 +792,7 @@ integrity_key = "0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0
 
 [[sa]]
 direction = "out"
-spi = 2
+spi = 0x102
 mode = "transport"
 protocol = "ah"
 integrity = "aes-128-gmac"
@@ -749,24 +803,31 @@ direction = "out"
 src = "192.0.2.1/32"
 dst = "192.0.2.2/32"
 action = "protect"
-sa = 1
-ah_sa = 2
+sa = 0x101
+ah_sa = 0x102
 "#;
         let c = crate::parse(t, "x.toml", None).unwrap();
-        assert_eq!(c.policies[0].action, Action::Bundle { esp: 1, ah: 2 });
+        assert_eq!(
+            c.policies[0].action,
+            Action::Bundle {
+                esp: 0x101,
+                ah: 0x102
+            }
+        );
         assert_eq!(
             c.sas[1].suite.integ,
             espgw_crypto::Integrity::AesGmac { key_len: 16 }
         );
         // The bundle's order is fixed: sa names ESP, ah_sa names AH.
         let e = crate::parse(
-            &t.replace("sa = 1\nah_sa = 2", "sa = 2\nah_sa = 1"),
+            &t.replace("sa = 0x101\nah_sa = 0x102", "sa = 0x102\nah_sa = 0x101"),
             "x.toml",
             None,
         )
         .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (25, "ah_sa"));
-        let e = crate::parse(&t.replace("ah_sa = 2", "ah_sa = 9"), "x.toml", None).unwrap_err();
+        let e =
+            crate::parse(&t.replace("ah_sa = 0x102", "ah_sa = 0x109"), "x.toml", None).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (25, "ah_sa"));
         let e = crate::parse(&t.replace("\"protect\"", "\"bypass\""), "x.toml", None).unwrap_err();
         assert_eq!(e.field, "ah_sa");

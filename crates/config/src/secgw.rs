@@ -582,13 +582,13 @@ mod tests {
 
     const CFG: &str = "\
 # gateway 1
-sp ipv4 out esp protect 5 pri 1 dst 192.168.105.0/24 sport 0:65535 dport 0:65535
-sp ipv4 in esp protect 105 pri 1 dst 192.168.115.0/24 sport 0:65535 dport 0:65535
+sp ipv4 out esp protect 1005 pri 1 dst 192.168.105.0/24 sport 0:65535 dport 0:65535
+sp ipv4 in esp protect 1105 pri 1 dst 192.168.115.0/24 sport 0:65535 dport 0:65535
 sp ipv6 out esp bypass pri 1 dst 2001:db8:5555::/48 \\
 sport 0:65535 dport 0:65535
-sa out 5 aead_algo aes-128-gcm aead_key de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:ca:fe:ba:be \\
+sa out 1005 aead_algo aes-128-gcm aead_key de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:de:ad:be:ef:ca:fe:ba:be \\
 mode ipv4-tunnel src 172.16.1.5 dst 172.16.2.5 esn 7 udp-encap
-sa in 105 aead_algo aes-256-gcm \\
+sa in 1105 aead_algo aes-256-gcm \\
 aead_key 00:01:02:03:04:05:06:07:08:09:0a:0b:0c:0d:0e:0f:00:01:02:03:04:05:06:07:08:09:0a:0b:0c:0d:0e:0f:01:02:03:04 \\
 mode transport
 rt ipv4 dst 172.16.2.5/32 port 0
@@ -602,9 +602,9 @@ neigh port 1 d0:43:1e:12:34:56
         c.validate().unwrap();
         assert_eq!(c.policies.len(), 3);
         assert_eq!(c.policies[2].loc.line, 4);
-        assert_eq!(c.policies[0].action, Action::Protect(5));
+        assert_eq!(c.policies[0].action, Action::Protect(1005));
         assert_eq!(c.policies[0].dst.len, 24);
-        let sa = c.sa(Direction::Out, 5).unwrap();
+        let sa = c.sa(Direction::Out, 1005).unwrap();
         assert_eq!(sa.enc_key[16..], [0xca, 0xfe, 0xba, 0xbe]);
         assert!(sa.esn);
         assert_eq!(sa.initial_seq, 7);
@@ -616,7 +616,7 @@ neigh port 1 d0:43:1e:12:34:56
                 remote: "172.16.2.5".parse().unwrap()
             }
         );
-        let sa_in = c.sa(Direction::In, 105).unwrap();
+        let sa_in = c.sa(Direction::In, 1105).unwrap();
         assert_eq!(sa_in.suite, Suite::aes_gcm(32));
         assert_eq!(sa_in.mode, Mode::Transport);
         assert_eq!(c.ports.len(), 2);

@@ -774,9 +774,9 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
 
     #[test]
     fn ah_and_bundles() {
-        let t = "add 192.0.2.1 192.0.2.2 ah 0x20 -A hmac-sha256 0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f;\n\
-                 add 192.0.2.1 192.0.2.2 esp 0x21 -E aes-cbc 0x000102030405060708090a0b0c0d0e0f -A hmac-sha1 0x0001020304050607080900010203040506070809;\n\
-                 add 192.0.2.2 192.0.2.1 ah 0x30 -A aes-xcbc-mac 0x000102030405060708090a0b0c0d0e0f;\n\
+        let t = "add 192.0.2.1 192.0.2.2 ah 0x120 -A hmac-sha256 0x000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f;\n\
+                 add 192.0.2.1 192.0.2.2 esp 0x121 -E aes-cbc 0x000102030405060708090a0b0c0d0e0f -A hmac-sha1 0x0001020304050607080900010203040506070809;\n\
+                 add 192.0.2.2 192.0.2.1 ah 0x130 -A aes-xcbc-mac 0x000102030405060708090a0b0c0d0e0f;\n\
                  spdadd 192.0.2.1 192.0.2.2 any -P out ipsec esp/transport//require ah/transport//require;\n\
                  spdadd 192.0.2.2 192.0.2.1 icmp -P in ipsec ah/transport//require;\n";
         let c = parse(t, "x").unwrap();
@@ -784,22 +784,22 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
         assert_eq!(
             c.policies[0].action,
             Action::Bundle {
-                esp: 0x21,
-                ah: 0x20
+                esp: 0x121,
+                ah: 0x120
             }
         );
-        assert_eq!(c.policies[1].action, Action::Protect(0x30));
-        let ah = c.sa(Direction::Out, 0x20).unwrap();
+        assert_eq!(c.policies[1].action, Action::Protect(0x130));
+        let ah = c.sa(Direction::Out, 0x120).unwrap();
         assert_eq!(
             (ah.proto, ah.suite.integ),
             (SaProto::Ah, Integrity::HmacSha256_128)
         );
         assert_eq!(ah.mode, Mode::Transport);
-        assert_eq!(c.sa(Direction::In, 0x30).unwrap().proto, SaProto::Ah);
+        assert_eq!(c.sa(Direction::In, 0x130).unwrap().proto, SaProto::Ah);
         // AH does not encrypt; a bundle is ESP inside AH; three templates are too many.
-        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x20 -E aes-cbc 0x00;\n", "x").unwrap_err();
+        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x120 -E aes-cbc 0x00;\n", "x").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (1, "-E"));
-        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x20;\n", "x").unwrap_err();
+        let e = parse("add 192.0.2.1 192.0.2.2 ah 0x120;\n", "x").unwrap_err();
         assert_eq!(e.field, "-A");
         let swapped = t.replace(
             "esp/transport//require ah/transport//require",

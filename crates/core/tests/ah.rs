@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::hex;
-use espgw_config::{parse_with, CryptoPolicy, Direction};
+use espgw_config::{parse_unvalidated, CryptoPolicy, Direction};
 use espgw_core::packet::{Packet, Verdict};
 use espgw_core::{DropReason, Pipeline, Tables};
 use espgw_crypto::aws_lc::AwsLcProvider;
@@ -97,13 +97,30 @@ const AH4: &str = "4600004d1234000040336d05cb007105c6336407940400001104000000000
 const PLAIN6: &str = "60012345001d004020010db801130000000000000000000520010db801000000000000000000000711003e02010201000001000200151d22763620686f702d62792d686f70";
 const AH6: &str = "60012345003d004020010db801130000000000000000000520010db801000000000000000000000733003e02010201001106000000000601000000090a0ad84aab8710ce3f0a48a7b43399b6000000000001000200151d22763620686f702d62792d686f70";
 
-fn tables(text: &str) -> Arc<Tables> {
+/// A configuration's two directions as two gateways' tables: the fixtures verify scapy's
+/// AH with the key they also send with, and one key on an inbound and an outbound SA of
+/// one gateway is refused (it would repeat nonces between the two directions).
+struct Gw {
+    out: Arc<Tables>,
+    inb: Arc<Tables>,
+}
+
+fn tables(text: &str) -> Gw {
     let policy = CryptoPolicy {
         allow_legacy: true,
         allow_null: false,
     };
-    let cfg = parse_with(text, "test.conf", None, policy).expect("config");
-    Arc::new(Tables::build(&cfg, &AwsLcProvider, None).expect("tables"))
+    let cfg = parse_unvalidated(text, "test.conf", None, policy).expect("config");
+    let half = |dir: Direction| {
+        let mut c = cfg.clone();
+        c.sas.retain(|s| s.direction == dir);
+        c.policies.retain(|p| p.direction == dir);
+        Arc::new(Tables::build(&c, &AwsLcProvider, None).expect("tables"))
+    };
+    Gw {
+        out: half(Direction::Out),
+        inb: half(Direction::In),
+    }
 }
 
 fn frame(ip: &[u8]) -> Packet {
@@ -121,11 +138,11 @@ fn frame(ip: &[u8]) -> Packet {
 
 /// Runs IP packets through a fresh pipeline; returns each result's IP bytes (or its drop
 /// reason) and the pipeline.
-fn run(
-    t: &Arc<Tables>,
-    dir: Direction,
-    ips: &[Vec<u8>],
-) -> (Vec<Result<Vec<u8>, DropReason>>, Pipeline) {
+fn run(gw: &Gw, dir: Direction, ips: &[Vec<u8>]) -> (Vec<Result<Vec<u8>, DropReason>>, Pipeline) {
+    let t = match dir {
+        Direction::Out => &gw.out,
+        Direction::In => &gw.inb,
+    };
     let mut pipe = Pipeline::new(t.clone());
     let mut pkts: Vec<Packet> = ips.iter().map(|ip| frame(ip)).collect();
     pipe.process(dir, &mut pkts);
@@ -245,6 +262,7 @@ fn inbound_ah_drops_by_reason() {
     assert_eq!(out[3], Err(DropReason::Truncated));
     assert_eq!(out[4], Err(DropReason::Fragment));
     let sa = t
+        .inb
         .sas
         .iter()
         .find(|s| s.direction == Direction::In && s.spi == 0x600)

@@ -202,9 +202,13 @@ const DEFAULT_CONTROL: &str = "/run/espgw/espgw.sock";
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Configuration file; the built-in default (test-bed gateway 1) when left out.
-    #[arg(long)]
+    /// Configuration file (required, unless --demo).
+    #[arg(long, required_unless_present = "demo")]
     config: Option<PathBuf>,
+    /// Run the built-in demonstration configuration (test-bed gateway 1), whose keys are
+    /// public: for labs only.
+    #[arg(long, conflicts_with = "config")]
+    demo: bool,
     #[arg(long, value_enum)]
     format: Option<FormatArg>,
     /// Packet I/O back-end.
@@ -397,6 +401,12 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Bench(b) => bench::run(b, cli.crypto),
         Cmd::Run(a) => {
+            if a.demo {
+                eprintln!(
+                    "espgw: warning: --demo: running the built-in demonstration \
+                     configuration, whose keys are public"
+                );
+            }
             let p = espgw_crypto::provider(cli.crypto)?;
             live::run(
                 live::RunOptions {

@@ -447,7 +447,7 @@ mod tests {
             &format!("{MAGIC}\nnext x\n"),
         ] {
             fs::write(&path, bad).unwrap();
-            let e = store.attach(&tables()).err().expect("refused");
+            let e = store.attach(&tables()).expect_err("refused");
             assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
             assert!(e.to_string().contains(&path.display().to_string()));
         }

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xdp/xsk.h>
 #include <xdp/libxdp.h>
@@ -33,12 +34,20 @@
 
 #define FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
 
-/* One XDP program and XSKMAP per interface, shared by its queues' sockets. */
+/* One XDP program and XSKMAP per interface, shared by its queues' sockets. An interface
+ * is its network namespace and index: one process (the RFC 2544 tester) opens ports in
+ * several namespaces, where the same index names different interfaces. */
 struct espgw_xdp_prog {
+	uint64_t netns;
 	int ifindex;
 	uint32_t xdp_flags;
 	int prog_fd;
 	int map_fd;
+	/* The BPF link that holds the program on the interface: closing it detaches the
+	 * program from the right interface whichever namespace the closing thread is in, and
+	 * the kernel closes it if the process dies (no program left behind by SIGKILL).
+	 * -1 where the kernel refused a link and the program is attached through netlink. */
+	int link_fd;
 	uint32_t users;
 	struct espgw_xdp_prog *next;
 };
@@ -67,21 +76,49 @@ static int load_redirect_prog(int map_fd)
 		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_redirect_map },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_XDP);
 	/* The program is espgw's (Apache-2.0); the one helper it calls is not GPL-only. */
 	return bpf_prog_load(BPF_PROG_TYPE_XDP, "espgw_xsk", "Apache-2.0", insns,
-			     sizeof(insns) / sizeof(insns[0]), NULL);
+			     sizeof(insns) / sizeof(insns[0]), &opts);
+}
+
+/* Attaches the program to the interface with a BPF link. A program attached the older
+ * way (netlink: by libxdp, another tool, or an espgw before links) is in the way of a
+ * link: it is detached and the link tried again; where links are refused altogether, the
+ * program is attached through netlink instead. Returns 0 or a negative errno. */
+static int attach(struct espgw_xdp_prog *p)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = p->xdp_flags);
+	p->link_fd = bpf_link_create(p->prog_fd, p->ifindex, BPF_XDP, &opts);
+	if (p->link_fd >= 0)
+		return 0;
+	bpf_xdp_detach(p->ifindex, p->xdp_flags, NULL);
+	p->link_fd = bpf_link_create(p->prog_fd, p->ifindex, BPF_XDP, &opts);
+	if (p->link_fd >= 0)
+		return 0;
+	p->link_fd = -1;
+	return bpf_xdp_attach(p->ifindex, p->prog_fd, p->xdp_flags, NULL);
+}
+
+/* The calling thread's network namespace (the inode of its ns file), or 0. */
+static uint64_t current_netns(void)
+{
+	struct stat st;
+	if (stat("/proc/thread-self/ns/net", &st) != 0)
+		return 0;
+	return ((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino;
 }
 
 /* Takes a reference on the interface's program, loading and attaching it for the first
  * socket. An XDP program already attached (one left by a gateway that was killed) is
  * replaced: espgw owns the port. Returns the XSKMAP's fd or a negative errno. */
-static int prog_get(int ifindex, uint32_t xdp_flags)
+static int prog_get(uint64_t netns, int ifindex, uint32_t xdp_flags)
 {
 	struct espgw_xdp_prog *p;
 	int ret;
 	pthread_mutex_lock(&progs_lock);
 	for (p = progs; p; p = p->next) {
-		if (p->ifindex == ifindex) {
+		if (p->netns == netns && p->ifindex == ifindex) {
 			if (p->xdp_flags != xdp_flags) {
 				ret = -EINVAL;
 				goto out;
@@ -96,6 +133,7 @@ static int prog_get(int ifindex, uint32_t xdp_flags)
 		ret = -ENOMEM;
 		goto out;
 	}
+	p->netns = netns;
 	p->ifindex = ifindex;
 	p->xdp_flags = xdp_flags;
 	p->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "espgw_xsks", sizeof(uint32_t),
@@ -112,7 +150,7 @@ static int prog_get(int ifindex, uint32_t xdp_flags)
 		free(p);
 		goto out;
 	}
-	ret = bpf_xdp_attach(ifindex, p->prog_fd, xdp_flags, NULL);
+	ret = attach(p);
 	if (ret < 0) {
 		close(p->prog_fd);
 		close(p->map_fd);
@@ -128,17 +166,21 @@ out:
 	return ret;
 }
 
-/* Drops a reference; the last one detaches the program from the interface. */
-static void prog_put(int ifindex, uint32_t queue)
+/* Drops a reference; the last one detaches the program from the interface (the caller
+ * is in the interface's namespace, as when it opened the socket). */
+static void prog_put(uint64_t netns, int ifindex, uint32_t queue)
 {
 	struct espgw_xdp_prog **pp, *p;
 	pthread_mutex_lock(&progs_lock);
 	for (pp = &progs; (p = *pp); pp = &p->next) {
-		if (p->ifindex != ifindex)
+		if (p->netns != netns || p->ifindex != ifindex)
 			continue;
 		bpf_map_delete_elem(p->map_fd, &queue);
 		if (--p->users == 0) {
-			bpf_xdp_detach(ifindex, p->xdp_flags, NULL);
+			if (p->link_fd >= 0)
+				close(p->link_fd);
+			else if (current_netns() == p->netns)
+				bpf_xdp_detach(ifindex, p->xdp_flags, NULL);
 			close(p->prog_fd);
 			close(p->map_fd);
 			*pp = p->next;
@@ -164,6 +206,7 @@ struct espgw_xsk {
 	uint32_t nfree;
 	uint32_t tx_in_flight;
 	int zero_copy;
+	uint64_t netns;
 	int ifindex;
 	uint32_t queue;
 };
@@ -194,6 +237,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	int ret;
 	if (!x)
 		return -ENOMEM;
+	x->netns = current_netns();
 	x->ifindex = ifindex;
 	x->queue = queue;
 	if (nframes < 64)
@@ -239,14 +283,14 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 		free(x);
 		return ret < 0 ? ret : -ret;
 	}
-	int map_fd = prog_get(ifindex, scfg.xdp_flags);
+	int map_fd = prog_get(x->netns, ifindex, scfg.xdp_flags);
 	if (map_fd >= 0)
 		ret = xsk_socket__update_xskmap(x->xsk, map_fd);
 	else
 		ret = map_fd;
 	if (ret) {
 		if (map_fd >= 0)
-			prog_put(ifindex, queue);
+			prog_put(x->netns, ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
 		munmap(x->area, x->area_len);
@@ -257,7 +301,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	uint32_t idx = 0;
 	uint32_t nfill = ring < nframes / 2 ? ring : nframes / 2;
 	if (xsk_ring_prod__reserve(&x->fq, nfill, &idx) != nfill) {
-		prog_put(ifindex, queue);
+		prog_put(x->netns, ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
 		munmap(x->area, x->area_len);
@@ -270,7 +314,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	/* Transmit frames: the second half. */
 	x->free_tx = calloc(nframes - nframes / 2, sizeof(uint64_t));
 	if (!x->free_tx) {
-		prog_put(ifindex, queue);
+		prog_put(x->netns, ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
 		munmap(x->area, x->area_len);
@@ -292,7 +336,7 @@ void espgw_xsk_close(struct espgw_xsk *x)
 {
 	if (!x)
 		return;
-	prog_put(x->ifindex, x->queue);
+	prog_put(x->netns, x->ifindex, x->queue);
 	xsk_socket__delete(x->xsk);
 	xsk_umem__delete(x->umem);
 	munmap(x->area, x->area_len);

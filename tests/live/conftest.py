@@ -27,6 +27,10 @@ def espgw_bin():
 
 ESPGW = espgw_bin()
 
+# Configurations hold keys: the gateway refuses one that group or others may read, so the
+# files these tests write are private to their owner (root), as an operator's must be.
+os.umask(0o077)
+
 # Gateways that a test starts itself (not through the test bed, which gives each its own)
 # keep their sequence state in a scratch directory, not in /var/lib/espgw.
 os.environ.setdefault("ESPGW_STATE_DIR", tempfile.mkdtemp(prefix="espgw-live-state-"))

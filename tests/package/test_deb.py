@@ -172,6 +172,21 @@ def status(pid):
     return fields
 
 
+def private_configs():
+    """The test bed's two configurations as files of `espgw` only (mode 0600, in the test
+    bed's directory, which espgw may enter): what the unprivileged gateways can read and
+    what the gateway accepts (it refuses a configuration others may read)."""
+    uid = pwd.getpwnam("espgw").pw_uid
+    paths = []
+    for name, extra in (("pkg-gw1.toml", []), ("pkg-gw2.toml", ["--peer"])):
+        path = STATE / name
+        path.write_text(sh(ESPGW, "default-config", *extra).stdout)
+        os.chmod(path, 0o600)
+        os.chown(path, uid, -1)
+        paths.append(path)
+    return ["--gw1-config", paths[0], "--gw2-config", paths[1]]
+
+
 def watch_and_ping(count):
     """Counts frames on the transport bridge while h1 pings h2."""
     watch = subprocess.Popen(["ip", "netns", "exec", "espgw-wan", ESPGW, "testbed", "watch",
@@ -195,8 +210,8 @@ def test_installed_gateway_forwards_esp_without_root(installed, io, caps):
     STATE.mkdir(exist_ok=True)
     os.chown(STATE, pwd.getpwnam("espgw").pw_uid, -1)
     gateway = " ".join(as_espgw(caps) + ["/usr/bin/espgw"])
-    up = sh(ESPGW, "testbed", "up", "--io", io, "--gateway-cmd", gateway, check=False,
-            timeout=120)
+    up = sh(ESPGW, "testbed", "up", "--io", io, "--gateway-cmd", gateway,
+            *private_configs(), check=False, timeout=120)
     try:
         assert up.returncode == 0, up.stderr
         uid = pwd.getpwnam("espgw").pw_uid
@@ -231,8 +246,8 @@ def test_installed_esp_decrypts_in_tshark(installed, tmp_path):
     STATE.mkdir(exist_ok=True)
     os.chown(STATE, pwd.getpwnam("espgw").pw_uid, -1)
     gateway = " ".join(as_espgw(unit_caps()) + ["/usr/bin/espgw"])
-    up = sh(ESPGW, "testbed", "up", "--io", "af-xdp", "--gateway-cmd", gateway, check=False,
-            timeout=120)
+    up = sh(ESPGW, "testbed", "up", "--io", "af-xdp", "--gateway-cmd", gateway,
+            *private_configs(), check=False, timeout=120)
     pcap = tmp_path / "wan.pcap"
     try:
         assert up.returncode == 0, up.stderr

@@ -276,6 +276,22 @@ pub(crate) fn crypto_policy() -> espgw_config::CryptoPolicy {
     CRYPTO_POLICY.get().copied().unwrap_or_default()
 }
 
+/// Why a configuration file may not be used by the gateway: it holds keys, so nobody but
+/// its owner may read it (as wg-quick warns; the running gateway refuses). `None` if fine.
+pub(crate) fn exposed_config(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "{}: readable or writable by group or others (mode {:04o}); it holds keys: \
+             chmod 600 {}",
+            path.display(),
+            mode & 0o7777,
+            path.display()
+        )
+    })
+}
+
 /// Prints what a loaded configuration should be warned about (legacy algorithms).
 pub(crate) fn warn_about(cfg: &Config) {
     for w in cfg.warnings() {
@@ -354,6 +370,9 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Check { config, format } => {
+            if let Some(w) = config.as_deref().and_then(exposed_config) {
+                eprintln!("espgw: warning: {w} (`espgw run` refuses it)");
+            }
             let cfg = load_config(&config, format)?;
             let p = provider(cli.crypto)?;
             let t = Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?;

@@ -163,6 +163,21 @@ fn veth(
     Ok(())
 }
 
+/// Writes a file only its owner may read (a configuration: it holds keys).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // An older file keeps its mode through `open`: set it.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(text.as_bytes())
+}
+
 /// The state directory's file for `what`.
 fn state(what: &str) -> PathBuf {
     Path::new(STATE_DIR).join(what)
@@ -394,7 +409,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             Some(p) => std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?,
             None => {
                 let p = state(&format!("{g}.toml"));
-                std::fs::write(&p, builtin).map_err(|e| e.to_string())?;
+                write_private(&p, builtin).map_err(|e| format!("{}: {e}", p.display()))?;
                 p
             }
         };

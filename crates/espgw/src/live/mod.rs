@@ -146,6 +146,9 @@ fn build_tables(
 
 fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathBuf), String> {
     let policy = crate::crypto_policy();
+    if let Some(e) = path.as_deref().and_then(crate::exposed_config) {
+        return Err(e);
+    }
     let (cfg, p) = match path {
         Some(p) => (
             espgw_config::load_with(p, format, policy).map_err(|e| e.to_string())?,

@@ -159,15 +159,18 @@ impl<'a> Lines<'a> {
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let lines = Lines::new(text, file);
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        // The field is named by the text before `=` on the error's line, never by the
+        // value at the error's span: that value may be (part of) a key.
         let (line, field) = match e.span() {
             Some(sp) => {
-                let f: String = text
-                    .get(sp.clone())
-                    .unwrap_or("")
-                    .chars()
-                    .take(40)
-                    .collect();
-                (lines.line(&sp), f.trim().to_string())
+                let line = lines.line(&sp);
+                let start = lines.starts.get(line.wrapping_sub(1)).copied().unwrap_or(0);
+                let text_of_line = text.get(start..).unwrap_or("").lines().next().unwrap_or("");
+                let name = match text_of_line.split_once('=') {
+                    Some((name, _)) => name.trim().to_string(),
+                    None => shown(text_of_line.trim()).to_string(),
+                };
+                (line, name)
             }
             None => (0, String::new()),
         };
@@ -230,7 +233,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                     return Err(lines.err(
                         r,
                         "role",
-                        format!("'{o}' is not protected or unprotected"),
+                        format!("{} is not protected or unprotected", shown(&o)),
                     ))
                 }
             }),
@@ -309,7 +312,7 @@ fn port_index(
             .ports
             .iter()
             .position(|p| p.name == *name)
-            .ok_or_else(|| lines.err(v, "port", format!("no port named '{name}'"))),
+            .ok_or_else(|| lines.err(v, "port", format!("no port named {}", shown(&name)))),
         StrOrInt::Int(n) => {
             let n = usize::try_from(*n)
                 .ok()
@@ -325,7 +328,7 @@ fn direction(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Direction, Config
     match v.get_ref().as_str() {
         "in" | "inbound" => Ok(Direction::In),
         "out" | "outbound" => Ok(Direction::Out),
-        o => Err(lines.err(v, "direction", format!("'{o}' is not in or out"))),
+        o => Err(lines.err(v, "direction", format!("{} is not in or out", shown(&o)))),
     }
 }
 
@@ -367,7 +370,7 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
             return Err(lines.err(
                 &s.mode,
                 "mode",
-                format!("'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"),
+                format!("{} is not ipv4-tunnel, ipv6-tunnel or transport", shown(&o)),
             ))
         }
     };
@@ -439,7 +442,9 @@ fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError>
     let proto = match s.protocol.as_ref().map(|p| (p, p.get_ref().as_str())) {
         None | Some((_, "esp")) => SaProto::Esp,
         Some((_, "ah")) => SaProto::Ah,
-        Some((p, o)) => return Err(lines.err(p, "protocol", format!("'{o}' is not esp or ah"))),
+        Some((p, o)) => {
+            return Err(lines.err(p, "protocol", format!("{} is not esp or ah", shown(&o))))
+        }
     };
     if let Some(a) = &s.aead {
         if proto == SaProto::Ah {
@@ -589,8 +594,9 @@ fn convert_policy(
         Some(v) => match v.get_ref() {
             StrOrInt::Str(s) if s == "any" => ANY_PROTO,
             StrOrInt::Str(s) => {
-                let n = parse_proto_name(s)
-                    .ok_or_else(|| lines.err(v, "proto", format!("unknown protocol '{s}'")))?;
+                let n = parse_proto_name(s).ok_or_else(|| {
+                    lines.err(v, "proto", format!("unknown protocol {}", shown(&s)))
+                })?;
                 Range::new(n, n)
             }
             StrOrInt::Int(n) => {
@@ -663,7 +669,7 @@ fn convert_policy(
             return Err(lines.err(
                 &p.action,
                 "action",
-                format!("'{o}' is not protect, bypass or discard"),
+                format!("{} is not protect, bypass or discard", shown(&o)),
             ))
         }
     };

@@ -133,7 +133,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                 c.i = 0;
                 return Err(c.err(
                     "rule",
-                    format!("unknown rule type '{other}' (sp, sa, rt, neigh)"),
+                    format!("unknown rule type {} (sp, sa, rt, neigh)", shown(&other)),
                 ));
             }
             None => {}
@@ -149,7 +149,7 @@ fn parse_dir(c: &mut Cursor<'_, '_>) -> Result<Direction, ConfigError> {
     c.parse("direction", |s| match s {
         "in" => Ok(Direction::In),
         "out" => Ok(Direction::Out),
-        o => Err(format!("'{o}' is not in or out")),
+        o => Err(format!("{} is not in or out", shown(&o))),
     })
 }
 
@@ -157,7 +157,7 @@ fn parse_family(c: &mut Cursor<'_, '_>) -> Result<bool, ConfigError> {
     c.parse("ip version", |s| match s {
         "ipv4" => Ok(true),
         "ipv6" => Ok(false),
-        o => Err(format!("'{o}' is not ipv4 or ipv6")),
+        o => Err(format!("{} is not ipv4 or ipv6", shown(&o))),
     })
 }
 
@@ -166,7 +166,8 @@ fn family_prefix(c: &mut Cursor<'_, '_>, field: &str, v4: bool) -> Result<Prefix
         let p = parse_prefix(s)?;
         if p.is_ipv4() != v4 {
             return Err(format!(
-                "{s} is not an {} prefix",
+                "{} is not an {} prefix",
+                shown(s),
                 if v4 { "IPv4" } else { "IPv6" }
             ));
         }
@@ -181,7 +182,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
         if s == "esp" {
             Ok(())
         } else {
-            Err(format!("'{s}' is not esp"))
+            Err(format!("{} is not esp", shown(&s)))
         }
     })?;
     let action = match c.value("action")? {
@@ -190,7 +191,10 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
         "discard" => Action::Discard,
         o => {
             c.i -= 1;
-            return Err(c.err("action", format!("'{o}' is not protect, bypass or discard")));
+            return Err(c.err(
+                "action",
+                format!("{} is not protect, bypass or discard", shown(&o)),
+            ));
         }
     };
     let any = if v4 {
@@ -214,7 +218,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             "pri" => {
                 p.priority = c.parse("pri", |s| {
                     s.parse::<i64>()
-                        .map_err(|_| format!("'{s}' is not a number"))
+                        .map_err(|_| format!("{} is not a number", shown(&s)))
                 })?
             }
             "src" => p.src = family_prefix(c, "src", v4)?,
@@ -224,7 +228,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             "dport" => p.dport = c.parse("dport", parse_range_u16)?,
             o => {
                 c.i -= 1;
-                return Err(c.err("sp", format!("unknown keyword '{o}'")));
+                return Err(c.err("sp", format!("unknown keyword {}", shown(&o))));
             }
         }
     }
@@ -266,7 +270,7 @@ fn sa_algorithms(
         }
         let enc = combined_by_name(&name)
             .filter(|e| !matches!(e, Encryption::AesGmac { .. }))
-            .ok_or_else(|| at(line, "aead_algo", format!("'{name}' is not one of: aes-128-gcm, aes-192-gcm, aes-256-gcm, aes-128-ccm, aes-192-ccm, aes-256-ccm, chacha20-poly1305")))?;
+            .ok_or_else(|| at(line, "aead_algo", format!("{} is not one of: aes-128-gcm, aes-192-gcm, aes-256-gcm, aes-128-ccm, aes-192-ccm, aes-256-ccm, chacha20-poly1305", shown(&name))))?;
         let (k, kl) = key(aead, "aead_key", line)?;
         check_enc_key(enc, k.len()).map_err(|m| at(kl, "aead_key", m))?;
         return Ok((
@@ -315,14 +319,17 @@ fn sa_algorithms(
         at(
             cline,
             "cipher_algo",
-            format!("'{cname}' is not one of: {CIPHER_NAMES}"),
+            format!("{} is not one of: {CIPHER_NAMES}", shown(&cname)),
         )
     })?;
     let integ = integrity_by_name(&aname).ok_or_else(|| {
         at(
             aline,
             "auth_algo",
-            format!("'{aname}' is not one of: {INTEGRITY_NAMES}, aes-gmac"),
+            format!(
+                "{} is not one of: {INTEGRITY_NAMES}, aes-gmac",
+                shown(&aname)
+            ),
         )
     })?;
     let enc_key = if enc == Encryption::Null {
@@ -387,7 +394,8 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
                 let m = c.parse("mode", |s| match s {
                     "ipv4-tunnel" | "ipv6-tunnel" | "transport" => Ok(s.to_string()),
                     o => Err(format!(
-                        "'{o}' is not ipv4-tunnel, ipv6-tunnel or transport"
+                        "{} is not ipv4-tunnel, ipv6-tunnel or transport",
+                        shown(o)
                     )),
                 })?;
                 mode_name = Some((m, line));
@@ -404,19 +412,22 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "udp-encap" => udp = Some(udp.unwrap_or_default()),
             "udp_sport" => {
                 udp.get_or_insert_with(UdpEncap::default).src_port = c.parse(k, |s| {
-                    s.parse::<u16>().map_err(|_| format!("'{s}' is not a port"))
+                    s.parse::<u16>()
+                        .map_err(|_| format!("{} is not a port", shown(&s)))
                 })?
             }
             "udp_dport" => {
                 udp.get_or_insert_with(UdpEncap::default).dst_port = c.parse(k, |s| {
-                    s.parse::<u16>().map_err(|_| format!("'{s}' is not a port"))
+                    s.parse::<u16>()
+                        .map_err(|_| format!("{} is not a port", shown(&s)))
                 })?
             }
             "type" => {
                 c.parse("type", |s| match s {
                     "no-offload" | "lookaside-none" => Ok(()),
                     o => Err(format!(
-                        "'{o}': hardware offload types are not supported (no-offload)"
+                        "{}: hardware offload types are not supported (no-offload)",
+                        shown(o)
                     )),
                 })?;
             }
@@ -432,12 +443,16 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "icv" => {
                 icv = Some(c.parse(k, |s| match s {
                     "8" | "12" | "16" => Ok(s.parse().unwrap_or(16)),
-                    o => Err(format!("'{o}' is not an allowed ICV length (8, 12, 16)")),
+                    o => Err(format!(
+                        "{} is not an allowed ICV length (8, 12, 16)",
+                        shown(&o)
+                    )),
                 })?)
             }
             "ttl" => {
                 ttl = c.parse(k, |s| {
-                    s.parse::<u8>().map_err(|_| format!("'{s}' is not a TTL"))
+                    s.parse::<u8>()
+                        .map_err(|_| format!("{} is not a TTL", shown(&s)))
                 })?
             }
             "lifetime_soft_packets" => lifetime.soft_packets = Some(c.parse(k, parse_u64)?),
@@ -446,7 +461,7 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "lifetime_hard_bytes" => lifetime.hard_bytes = Some(c.parse(k, parse_u64)?),
             o => {
                 c.i -= 1;
-                return Err(c.err("sa", format!("unknown keyword '{o}'")));
+                return Err(c.err("sa", format!("unknown keyword {}", shown(&o))));
             }
         }
     }
@@ -530,12 +545,12 @@ fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, Config
                     s.parse::<usize>()
                         .ok()
                         .filter(|&p| p < 64)
-                        .ok_or(format!("'{s}' is not a port number (0..63)"))
+                        .ok_or(format!("{} is not a port number (0..63)", shown(&s)))
                 })?)
             }
             o => {
                 c.i -= 1;
-                return Err(c.err("rt", format!("unknown keyword '{o}'")));
+                return Err(c.err("rt", format!("unknown keyword {}", shown(&o))));
             }
         }
     }
@@ -552,21 +567,21 @@ fn parse_neigh(c: &mut Cursor<'_, '_>, loc: Location) -> Result<NeighbourConfig,
         if s == "port" {
             Ok(())
         } else {
-            Err(format!("expected 'port', got '{s}'"))
+            Err(format!("expected 'port', got {}", shown(&s)))
         }
     })?;
     let port = c.parse("port", |s| {
         s.parse::<usize>()
             .ok()
             .filter(|&p| p < 64)
-            .ok_or(format!("'{s}' is not a port number (0..63)"))
+            .ok_or(format!("{} is not a port number (0..63)", shown(&s)))
     })?;
     let mac = c.parse("mac", |s| {
-        parse_mac(s).ok_or(format!("'{s}' is not a MAC address"))
+        parse_mac(s).ok_or(format!("{} is not a MAC address", shown(&s)))
     })?;
     if let Some(extra) = c.next() {
         c.i -= 1;
-        return Err(c.err("neigh", format!("unexpected '{extra}'")));
+        return Err(c.err("neigh", format!("unexpected {}", shown(&extra))));
     }
     Ok(NeighbourConfig {
         port,

@@ -1,8 +1,49 @@
 //! Small text parsers shared by the formats.
 
+use std::fmt;
 use std::net::IpAddr;
 
 use crate::model::{Prefix, Range};
+
+/// A token of the configuration as an error message may show it: quoted and at most 40
+/// characters, unless it may be key material (a long hex string, with or without `0x` or
+/// colons, or a long quoted string), which is never shown, only described by its length.
+/// Every token an error echoes goes through this, so a key typed in the wrong place (a
+/// stray space splitting it, a missing keyword) never reaches a log.
+pub struct Shown<'a>(pub &'a str);
+
+pub fn shown(s: &str) -> Shown<'_> {
+    Shown(s)
+}
+
+impl Shown<'_> {
+    fn may_be_key(&self) -> bool {
+        let t = self.0.trim_matches('"');
+        let t = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t);
+        let hex = t.chars().filter(|c| c.is_ascii_hexdigit()).count();
+        let hexish = t.chars().all(|c| c.is_ascii_hexdigit() || c == ':');
+        (hexish && hex >= 8) || (self.0.starts_with('"') && self.0.len() >= 10)
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.may_be_key() {
+            return write!(
+                f,
+                "a {}-character value (not shown: it may be key material)",
+                self.0.chars().count()
+            );
+        }
+        let mut chars = self.0.chars();
+        let head: String = chars.by_ref().take(40).collect();
+        let more = if chars.next().is_some() { "…" } else { "" };
+        write!(f, "'{head}{more}'")
+    }
+}
 
 /// Hex keying material: `0x00112233...`, `00112233...` or DPDK's `00:11:22:...`.
 pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
@@ -11,7 +52,7 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
         let mut out = String::new();
         for part in t.split(':') {
             if part.is_empty() || part.len() > 2 {
-                return Err(format!("'{part}' is not a byte in hex"));
+                return Err("a colon-separated key needs one or two hex digits a byte".into());
             }
             if part.len() == 1 {
                 out.push('0');
@@ -32,9 +73,11 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
     // char boundary (found by the config_secgw fuzz target).
     hex.as_bytes()
         .chunks_exact(2)
-        .map(|pair| match (hex_digit(pair[0]), hex_digit(pair[1])) {
+        .enumerate()
+        .map(|(i, pair)| match (hex_digit(pair[0]), hex_digit(pair[1])) {
             (Some(h), Some(l)) => Ok((h << 4) | l),
-            _ => Err(format!("'{}' is not hex", String::from_utf8_lossy(pair))),
+            // The position, never the characters: they are part of a key.
+            _ => Err(format!("byte {} of the key is not hex", i + 1)),
         })
         .collect()
 }

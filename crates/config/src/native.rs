@@ -233,7 +233,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                     return Err(lines.err(
                         r,
                         "role",
-                        format!("{} is not protected or unprotected", shown(&o)),
+                        format!("{} is not protected or unprotected", shown(o)),
                     ))
                 }
             }),
@@ -312,7 +312,7 @@ fn port_index(
             .ports
             .iter()
             .position(|p| p.name == *name)
-            .ok_or_else(|| lines.err(v, "port", format!("no port named {}", shown(&name)))),
+            .ok_or_else(|| lines.err(v, "port", format!("no port named {}", shown(name)))),
         StrOrInt::Int(n) => {
             let n = usize::try_from(*n)
                 .ok()
@@ -328,7 +328,7 @@ fn direction(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Direction, Config
     match v.get_ref().as_str() {
         "in" | "inbound" => Ok(Direction::In),
         "out" | "outbound" => Ok(Direction::Out),
-        o => Err(lines.err(v, "direction", format!("{} is not in or out", shown(&o)))),
+        o => Err(lines.err(v, "direction", format!("{} is not in or out", shown(o)))),
     }
 }
 
@@ -370,7 +370,7 @@ fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigE
             return Err(lines.err(
                 &s.mode,
                 "mode",
-                format!("{} is not ipv4-tunnel, ipv6-tunnel or transport", shown(&o)),
+                format!("{} is not ipv4-tunnel, ipv6-tunnel or transport", shown(o)),
             ))
         }
     };
@@ -443,7 +443,7 @@ fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError>
         None | Some((_, "esp")) => SaProto::Esp,
         Some((_, "ah")) => SaProto::Ah,
         Some((p, o)) => {
-            return Err(lines.err(p, "protocol", format!("{} is not esp or ah", shown(&o))))
+            return Err(lines.err(p, "protocol", format!("{} is not esp or ah", shown(o))))
         }
     };
     if let Some(a) = &s.aead {
@@ -595,7 +595,7 @@ fn convert_policy(
             StrOrInt::Str(s) if s == "any" => ANY_PROTO,
             StrOrInt::Str(s) => {
                 let n = parse_proto_name(s).ok_or_else(|| {
-                    lines.err(v, "proto", format!("unknown protocol {}", shown(&s)))
+                    lines.err(v, "proto", format!("unknown protocol {}", shown(s)))
                 })?;
                 Range::new(n, n)
             }
@@ -669,7 +669,7 @@ fn convert_policy(
             return Err(lines.err(
                 &p.action,
                 "action",
-                format!("{} is not protect, bypass or discard", shown(&o)),
+                format!("{} is not protect, bypass or discard", shown(o)),
             ))
         }
     };

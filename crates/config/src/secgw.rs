@@ -133,7 +133,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                 c.i = 0;
                 return Err(c.err(
                     "rule",
-                    format!("unknown rule type {} (sp, sa, rt, neigh)", shown(&other)),
+                    format!("unknown rule type {} (sp, sa, rt, neigh)", shown(other)),
                 ));
             }
             None => {}
@@ -149,7 +149,7 @@ fn parse_dir(c: &mut Cursor<'_, '_>) -> Result<Direction, ConfigError> {
     c.parse("direction", |s| match s {
         "in" => Ok(Direction::In),
         "out" => Ok(Direction::Out),
-        o => Err(format!("{} is not in or out", shown(&o))),
+        o => Err(format!("{} is not in or out", shown(o))),
     })
 }
 
@@ -157,7 +157,7 @@ fn parse_family(c: &mut Cursor<'_, '_>) -> Result<bool, ConfigError> {
     c.parse("ip version", |s| match s {
         "ipv4" => Ok(true),
         "ipv6" => Ok(false),
-        o => Err(format!("{} is not ipv4 or ipv6", shown(&o))),
+        o => Err(format!("{} is not ipv4 or ipv6", shown(o))),
     })
 }
 
@@ -182,7 +182,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
         if s == "esp" {
             Ok(())
         } else {
-            Err(format!("{} is not esp", shown(&s)))
+            Err(format!("{} is not esp", shown(s)))
         }
     })?;
     let action = match c.value("action")? {
@@ -193,7 +193,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             c.i -= 1;
             return Err(c.err(
                 "action",
-                format!("{} is not protect, bypass or discard", shown(&o)),
+                format!("{} is not protect, bypass or discard", shown(o)),
             ));
         }
     };
@@ -218,7 +218,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             "pri" => {
                 p.priority = c.parse("pri", |s| {
                     s.parse::<i64>()
-                        .map_err(|_| format!("{} is not a number", shown(&s)))
+                        .map_err(|_| format!("{} is not a number", shown(s)))
                 })?
             }
             "src" => p.src = family_prefix(c, "src", v4)?,
@@ -228,7 +228,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
             "dport" => p.dport = c.parse("dport", parse_range_u16)?,
             o => {
                 c.i -= 1;
-                return Err(c.err("sp", format!("unknown keyword {}", shown(&o))));
+                return Err(c.err("sp", format!("unknown keyword {}", shown(o))));
             }
         }
     }
@@ -413,13 +413,13 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "udp_sport" => {
                 udp.get_or_insert_with(UdpEncap::default).src_port = c.parse(k, |s| {
                     s.parse::<u16>()
-                        .map_err(|_| format!("{} is not a port", shown(&s)))
+                        .map_err(|_| format!("{} is not a port", shown(s)))
                 })?
             }
             "udp_dport" => {
                 udp.get_or_insert_with(UdpEncap::default).dst_port = c.parse(k, |s| {
                     s.parse::<u16>()
-                        .map_err(|_| format!("{} is not a port", shown(&s)))
+                        .map_err(|_| format!("{} is not a port", shown(s)))
                 })?
             }
             "type" => {
@@ -445,14 +445,14 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
                     "8" | "12" | "16" => Ok(s.parse().unwrap_or(16)),
                     o => Err(format!(
                         "{} is not an allowed ICV length (8, 12, 16)",
-                        shown(&o)
+                        shown(o)
                     )),
                 })?)
             }
             "ttl" => {
                 ttl = c.parse(k, |s| {
                     s.parse::<u8>()
-                        .map_err(|_| format!("{} is not a TTL", shown(&s)))
+                        .map_err(|_| format!("{} is not a TTL", shown(s)))
                 })?
             }
             "lifetime_soft_packets" => lifetime.soft_packets = Some(c.parse(k, parse_u64)?),
@@ -461,7 +461,7 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "lifetime_hard_bytes" => lifetime.hard_bytes = Some(c.parse(k, parse_u64)?),
             o => {
                 c.i -= 1;
-                return Err(c.err("sa", format!("unknown keyword {}", shown(&o))));
+                return Err(c.err("sa", format!("unknown keyword {}", shown(o))));
             }
         }
     }
@@ -545,12 +545,12 @@ fn parse_rt(c: &mut Cursor<'_, '_>, loc: Location) -> Result<RouteConfig, Config
                     s.parse::<usize>()
                         .ok()
                         .filter(|&p| p < 64)
-                        .ok_or(format!("{} is not a port number (0..63)", shown(&s)))
+                        .ok_or(format!("{} is not a port number (0..63)", shown(s)))
                 })?)
             }
             o => {
                 c.i -= 1;
-                return Err(c.err("rt", format!("unknown keyword {}", shown(&o))));
+                return Err(c.err("rt", format!("unknown keyword {}", shown(o))));
             }
         }
     }
@@ -567,21 +567,21 @@ fn parse_neigh(c: &mut Cursor<'_, '_>, loc: Location) -> Result<NeighbourConfig,
         if s == "port" {
             Ok(())
         } else {
-            Err(format!("expected 'port', got {}", shown(&s)))
+            Err(format!("expected 'port', got {}", shown(s)))
         }
     })?;
     let port = c.parse("port", |s| {
         s.parse::<usize>()
             .ok()
             .filter(|&p| p < 64)
-            .ok_or(format!("{} is not a port number (0..63)", shown(&s)))
+            .ok_or(format!("{} is not a port number (0..63)", shown(s)))
     })?;
     let mac = c.parse("mac", |s| {
-        parse_mac(s).ok_or(format!("{} is not a MAC address", shown(&s)))
+        parse_mac(s).ok_or(format!("{} is not a MAC address", shown(s)))
     })?;
     if let Some(extra) = c.next() {
         c.i -= 1;
-        return Err(c.err("neigh", format!("unexpected {}", shown(&extra))));
+        return Err(c.err("neigh", format!("unexpected {}", shown(extra))));
     }
     Ok(NeighbourConfig {
         port,

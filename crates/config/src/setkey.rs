@@ -179,7 +179,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
                     "command",
                     format!(
                         "{} is not supported (flush, spdflush, add, spdadd)",
-                        shown(&other)
+                        shown(other)
                     ),
                 ));
             }
@@ -349,13 +349,13 @@ fn addr_with_port(s: &str) -> Result<(IpAddr, Option<u16>), String> {
         Some((a, rest)) => {
             let p = rest
                 .strip_suffix(']')
-                .ok_or(format!("{}: missing ']'", shown(&s)))?;
+                .ok_or(format!("{}: missing ']'", shown(s)))?;
             let port = if p == "any" {
                 None
             } else {
                 Some(
                     p.parse::<u16>()
-                        .map_err(|_| format!("{} is not a port", shown(&p)))?,
+                        .map_err(|_| format!("{} is not a port", shown(p)))?,
                 )
             };
             Ok((parse_addr(a)?, port))
@@ -377,7 +377,7 @@ fn key_bytes(s: &str) -> Result<Vec<u8>, String> {
     if !(s.starts_with("0x") || s.starts_with("0X")) {
         return Err(format!(
             "{} is neither a 0x-hex nor a \"quoted\" key",
-            shown(&s)
+            shown(s)
         ));
     }
     parse_key(s)
@@ -403,7 +403,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
         "ah-old" | "esp-old" | "ipcomp" | "tcp" => {
             return Err(s.err_prev("protocol", "only esp, esp-udp and ah are supported"))
         }
-        o => return Err(s.err_prev("protocol", format!("unknown protocol {}", shown(&o)))),
+        o => return Err(s.err_prev("protocol", format!("unknown protocol {}", shown(o)))),
     };
     let spi = parse_u32(s.next("spi")?).map_err(|m| s.err_prev("spi", m))?;
     let mut replay_window = DEFAULT_REPLAY_WINDOW;
@@ -418,7 +418,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                 if !matches!(m, "transport" | "tunnel" | "any") {
                     return Err(s.err_prev(
                         "-m",
-                        format!("{} is not transport, tunnel or any", shown(&m)),
+                        format!("{} is not transport, tunnel or any", shown(m)),
                     ));
                 }
             }
@@ -448,7 +448,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
             "-A" => {
                 let name = s.next("-A")?;
                 let i = integrity_by_name(name).filter(|i| *i != Integrity::None).ok_or_else(|| {
-                    s.err_prev("-A", format!("authentication algorithm {} is not supported (hmac-md5, hmac-sha1, hmac-sha256, hmac-sha384, hmac-sha512, aes-xcbc-mac)", shown(&name)))
+                    s.err_prev("-A", format!("authentication algorithm {} is not supported (hmac-md5, hmac-sha1, hmac-sha256, hmac-sha384, hmac-sha512, aes-xcbc-mac)", shown(name)))
                 })?;
                 let key = Zeroizing::new(
                     key_bytes(s.next("-A key")?).map_err(|m| s.err_prev("-A key", m))?,
@@ -457,7 +457,7 @@ fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, ConfigError> 
                 integ = Some((i, key));
             }
             "-C" => return Err(s.err_prev("-C", "IPComp is not supported")),
-            o => return Err(s.err_prev("add", format!("unknown option {}", shown(&o)))),
+            o => return Err(s.err_prev("add", format!("unknown option {}", shown(o)))),
         }
     }
     let (e, enc_key) = match (enc, proto) {
@@ -532,9 +532,9 @@ fn setkey_encryption(name: &str, material: usize) -> Result<Encryption, (&'stati
         "chacha20-poly1305" | "rfc7539esp(chacha20,poly1305)" => Encryption::ChaCha20Poly1305,
         "null_aes_gmac" | "aes-gmac" | "rfc4543(gcm(aes))" => Encryption::AesGmac { key_len: aes(4)? },
         "des-cbc" | "blowfish-cbc" | "cast128-cbc" | "twofish-cbc" | "camellia-cbc" => {
-            return Err(("-E", format!("encryption algorithm {} is not supported (single DES and the rest are broken or rare): use aes-gcm-16, aes-cbc, aes-ctr, aes-ccm-16, chacha20-poly1305 or, under the legacy switch, 3des-cbc", shown(&name))))
+            return Err(("-E", format!("encryption algorithm {} is not supported (single DES and the rest are broken or rare): use aes-gcm-16, aes-cbc, aes-ctr, aes-ccm-16, chacha20-poly1305 or, under the legacy switch, 3des-cbc", shown(name))))
         }
-        o => return Err(("-E", format!("encryption algorithm {} is not supported (null, 3des-cbc, aes-cbc, aes-ctr, aes-gcm-16/12/8, aes-ccm-16/12/8, chacha20-poly1305, null_aes_gmac)", shown(&o)))),
+        o => return Err(("-E", format!("encryption algorithm {} is not supported (null, 3des-cbc, aes-cbc, aes-ctr, aes-gcm-16/12/8, aes-ccm-16/12/8, chacha20-poly1305, null_aes_gmac)", shown(o)))),
     })
 }
 
@@ -544,7 +544,7 @@ fn range_with_port(s: &str) -> Result<(Prefix, Range<u16>), String> {
         Some((p, rest)) => {
             let port = rest
                 .strip_suffix(']')
-                .ok_or(format!("{}: missing ']'", shown(&s)))?;
+                .ok_or(format!("{}: missing ']'", shown(s)))?;
             let r = if port == "any" {
                 ANY_PORT
             } else {
@@ -571,9 +571,8 @@ fn parse_spdadd(
     let proto = if upper == "any" {
         ANY_PROTO
     } else {
-        let n = parse_proto_name(upper).ok_or_else(|| {
-            s.err_prev("upperspec", format!("unknown protocol {}", shown(&upper)))
-        })?;
+        let n = parse_proto_name(upper)
+            .ok_or_else(|| s.err_prev("upperspec", format!("unknown protocol {}", shown(upper))))?;
         Range::new(n, n)
     };
     if s.next("-P")? != "-P" {
@@ -582,7 +581,7 @@ fn parse_spdadd(
     let direction = match s.next("direction")? {
         "out" => Direction::Out,
         "in" | "fwd" => Direction::In,
-        o => return Err(s.err_prev("direction", format!("{} is not in, out or fwd", shown(&o)))),
+        o => return Err(s.err_prev("direction", format!("{} is not in, out or fwd", shown(o)))),
     };
     // Linux: lower priority values win. The model: higher wins.
     let mut priority: i64 = -(1i64 << 31);
@@ -616,7 +615,7 @@ fn parse_spdadd(
         o => {
             return Err(s.err_prev(
                 "policy",
-                format!("{} is not none, discard or ipsec", shown(&o)),
+                format!("{} is not none, discard or ipsec", shown(o)),
             ))
         }
     };
@@ -643,7 +642,7 @@ fn parse_template(s: &mut Stmt<'_>) -> Result<(SaProto, Template), ConfigError> 
     if parts.len() != 4 {
         return Err(s.err_prev(
             "ipsec rule",
-            format!("{} is not PROTO/MODE/SRC-DST/LEVEL", shown(&rule)),
+            format!("{} is not PROTO/MODE/SRC-DST/LEVEL", shown(rule)),
         ));
     }
     let proto = match parts[0] {
@@ -652,7 +651,7 @@ fn parse_template(s: &mut Stmt<'_>) -> Result<(SaProto, Template), ConfigError> 
         o => {
             return Err(s.err_prev(
                 "ipsec rule",
-                format!("{} is not supported (esp, ah)", shown(&o)),
+                format!("{} is not supported (esp, ah)", shown(o)),
             ))
         }
     };
@@ -677,7 +676,7 @@ fn parse_template(s: &mut Stmt<'_>) -> Result<(SaProto, Template), ConfigError> 
         o => {
             return Err(s.err_prev(
                 "ipsec rule",
-                format!("mode {} is not tunnel or transport", shown(&o)),
+                format!("mode {} is not tunnel or transport", shown(o)),
             ))
         }
     };

@@ -739,6 +739,15 @@ mod tests {
     }
 
     #[test]
+    fn a_number_too_large_names_its_field_not_its_value() {
+        let e = err(&format!(
+            "{}initial_seq = 99999999999999999999\n",
+            gcm_sa("out", 0x1000, 1)
+        ));
+        assert_eq!((e.line, e.field.as_str()), (8, "initial_seq"), "{e}");
+    }
+
+    #[test]
     fn reserved_spis_are_refused() {
         for spi in [0, 1, 255] {
             let e = err(&gcm_sa("out", spi, 1));

@@ -404,9 +404,16 @@ fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig, ConfigErr
             "dst" => dst = Some(c.parse("dst", parse_addr)?),
             "esn" => {
                 sa_esn = true;
-                if let Some(v) = c.peek().and_then(|s| parse_u64(s).ok()) {
-                    c.i += 1;
-                    initial_seq = v;
+                // An optional initial sequence number: a token that starts with a digit is
+                // one, and must parse (not be taken for the next keyword).
+                if c.peek()
+                    .is_some_and(|s| s.starts_with(|ch: char| ch.is_ascii_digit()))
+                {
+                    initial_seq = c.parse("esn", |s| {
+                        parse_u64(s).map_err(|_| {
+                            format!("{} is not a sequence number (0 to 2^64-1)", shown(s))
+                        })
+                    })?;
                 }
             }
             "udp-encap" => udp = Some(udp.unwrap_or_default()),
@@ -610,6 +617,26 @@ rt ipv4 dst 172.16.2.5/32 port 0
 rt ipv6 dst 2001:db8::/32 port 1
 neigh port 1 d0:43:1e:12:34:56
 ";
+
+    #[test]
+    fn an_overflowing_esn_names_esn() {
+        let e = parse(
+            "sa out 4097 aead_algo aes-128-gcm aead_key 00:01:02:03:04:05:06:07:08:09:0a:0b:\
+             0c:0d:0e:0f:01:02:03:04 mode transport esn 99999999999999999999\n",
+            "ep0.cfg",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "esn"), "{e}");
+        assert!(e.message.contains("not a sequence number"), "{e}");
+        // Without a number, esn only turns ESN on.
+        let c = parse(
+            "sa out 4097 aead_algo aes-128-gcm aead_key 00:01:02:03:04:05:06:07:08:09:0a:0b:\
+             0c:0d:0e:0f:01:02:03:04 esn mode transport\n",
+            "ep0.cfg",
+        )
+        .unwrap();
+        assert!(c.sas[0].esn);
+    }
 
     #[test]
     fn parses_secgw_syntax() {

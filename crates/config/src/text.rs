@@ -99,21 +99,22 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
     };
     let addr: IpAddr = a
         .parse()
-        .map_err(|_| format!("'{a}' is not an IP address"))?;
+        .map_err(|_| format!("{} is not an IP address", shown(a)))?;
     let width = if addr.is_ipv4() { 32 } else { 128 };
     let len = match l {
         Some(l) => l
             .parse::<u8>()
             .ok()
             .filter(|&n| n <= width)
-            .ok_or(format!("prefix length '{l}' must be 0..={width}"))?,
+            .ok_or(format!("prefix length {} must be 0..={width}", shown(l)))?,
         None => width,
     };
     Ok(Prefix { addr, len })
 }
 
 pub fn parse_addr(s: &str) -> Result<IpAddr, String> {
-    s.parse().map_err(|_| format!("'{s}' is not an IP address"))
+    s.parse()
+        .map_err(|_| format!("{} is not an IP address", shown(s)))
 }
 
 /// A number in decimal or `0x` hex.
@@ -122,7 +123,7 @@ pub fn parse_u64(s: &str) -> Result<u64, String> {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse::<u64>(),
     };
-    r.map_err(|_| format!("'{s}' is not a number"))
+    r.map_err(|_| format!("{} is not a number", shown(s)))
 }
 
 pub fn parse_u32(s: &str) -> Result<u32, String> {
@@ -136,7 +137,10 @@ fn parse_range<T: std::str::FromStr + PartialOrd + Copy>(
     what: &str,
 ) -> Result<Range<T>, String> {
     let (lo, hi) = split_range(s);
-    let p = |x: &str| x.parse::<T>().map_err(|_| format!("'{x}' is not {what}"));
+    let p = |x: &str| {
+        x.parse::<T>()
+            .map_err(|_| format!("{} is not {what}", shown(x)))
+    };
     let r = Range::new(p(lo)?, p(hi)?);
     if r.lo > r.hi {
         return Err(format!("range {s} has its low end above its high end"));

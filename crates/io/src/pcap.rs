@@ -115,11 +115,27 @@ impl<R: Read> PcapReader<R> {
 
     /// The next record as (timestamp in ns, bytes), or `None` at the end.
     pub fn next_record(&mut self) -> io::Result<Option<(u64, &[u8])>> {
+        // The end of the file is clean only between records: part of a header is a
+        // truncated capture, and says so.
         let mut h = [0u8; 16];
-        match self.r.read_exact(&mut h) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
+        let mut got = 0;
+        while got < h.len() {
+            match self.r.read(&mut h[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match got {
+            0 => return Ok(None),
+            16 => {}
+            n => {
+                return Err(bad(format!(
+                    "{}: truncated record header ({n} of 16 bytes)",
+                    self.name
+                )))
+            }
         }
         let (sec, frac, incl) = (self.u32(&h[0..4]), self.u32(&h[4..8]), self.u32(&h[8..12]));
         if incl > MAX_RECORD {
@@ -303,6 +319,35 @@ mod tests {
             assert_eq!(p.timestamp_ns, 1_500_000_000_123_000);
             assert!(!r.next_packet(&mut p).unwrap());
         }
+    }
+
+    #[test]
+    fn a_truncated_last_record_is_an_error_not_the_end() {
+        let mut out = Vec::new();
+        let mut w = PcapWriter::new(&mut out, LINKTYPE_RAW, "mem".into()).unwrap();
+        let ip = [
+            0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ];
+        w.write_frame(1, &ip).unwrap();
+        w.write_frame(2, &ip).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        // The file header, then two records of the same size.
+        let second = 24 + (out.len() - 24) / 2;
+        // Cut inside the second record's header, then inside its data.
+        for cut in [second + 1, second + 15, out.len() - 1] {
+            let mut r = PcapReader::new(&out[..cut], "cut".into()).unwrap();
+            assert!(
+                r.next_record().unwrap().is_some(),
+                "the first record is whole"
+            );
+            let e = r.next_record().expect_err("a truncated record is an error");
+            assert!(e.to_string().contains("cut: truncated record"), "{e}");
+        }
+        // Cut exactly between records: a clean end.
+        let mut r = PcapReader::new(&out[..second], "cut".into()).unwrap();
+        assert!(r.next_record().unwrap().is_some());
+        assert!(r.next_record().unwrap().is_none());
     }
 
     #[test]

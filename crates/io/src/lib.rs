@@ -10,7 +10,7 @@
 //! - [`netns`]: entering a network namespace and reading interface facts there.
 //!
 //! `unsafe` is denied in the crate and allowed only in the modules at the kernel
-//! boundary (`af_xdp`, `af_packet`, `tun`, `poll`, `netns`), each block with its SAFETY argument.
+//! boundary (`af_xdp`, `af_packet`, `tun`, `poll`, `netns`, `process`), each block with its SAFETY argument.
 #![deny(unsafe_code)]
 
 pub mod af_packet;
@@ -24,6 +24,7 @@ pub mod netns;
 pub mod pcap;
 pub mod poll;
 pub mod port;
+pub mod process;
 pub mod tun;
 
 pub use port::Port;

@@ -388,6 +388,8 @@ fn keep_sequence_state(shared: &Shared) {
 
 /// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
 pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), String> {
+    // Before any key is read: no core dump of this process will ever hold one.
+    espgw_io::process::forbid_core_dumps().map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
     let (mut cfg, path) = load(&opts.config, opts.format)?;
     let mut facts = port_facts(&cfg)?;
     apply_facts(&mut cfg, &facts);

@@ -357,18 +357,29 @@ mod tests {
             .unwrap()
     }
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A state directory of its own, removed when the test ends.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A fresh state directory, a store over it reserving `block` at a time, and tables
+    /// of the built-in configuration attached to it.
+    fn fixture(name: &str, block: u64) -> (Scratch, SeqStore, Tables) {
         let d = std::env::temp_dir().join(format!("espgw-seq-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
-        d
+        let store = SeqStore::open(&d, block).unwrap();
+        let t = tables();
+        store.attach(&t).unwrap();
+        (Scratch(d), store, t)
     }
 
     #[test]
     fn a_restart_resumes_above_every_number_reserved_before() {
-        let dir = temp_dir("restart");
-        let store = SeqStore::open(&dir, 100).unwrap();
-        let t1 = tables();
-        store.attach(&t1).unwrap();
+        let (_dir, store, t1) = fixture("restart", 100);
         let sa = out_sa(&t1);
         assert_eq!(
             sa.state.seq_ceiling(),
@@ -383,15 +394,11 @@ mod tests {
         store.attach(&t2).unwrap();
         let (first2, _) = out_sa(&t2).reserve_seq(1);
         assert_eq!(first2, 101);
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn the_data_path_stops_at_the_ceiling_and_maintain_moves_it() {
-        let dir = temp_dir("ceiling");
-        let store = SeqStore::open(&dir, 10).unwrap();
-        let t = tables();
-        store.attach(&t).unwrap();
+        let (_dir, store, t) = fixture("ceiling", 10);
         let sa = out_sa(&t);
         assert_eq!(
             sa.reserve_seq(25),
@@ -405,15 +412,11 @@ mod tests {
         assert_eq!(sa.reserve_seq(5), (11, 5));
         let text = fs::read_to_string(store.path(sa)).unwrap();
         assert_eq!(text, format!("{MAGIC}\nnext 21\n"));
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn an_inbound_top_survives_a_restart() {
-        let dir = temp_dir("inbound");
-        let store = SeqStore::open(&dir, 10).unwrap();
-        let t = tables();
-        store.attach(&t).unwrap();
+        let (_dir, store, t) = fixture("inbound", 10);
         let sa_in = t.sas.iter().find(|s| s.direction == Direction::In).unwrap();
         for seq in [1, 2, 3, 7] {
             assert!(sa_in.state.replay.lock().unwrap().check_and_update(seq));
@@ -432,14 +435,11 @@ mod tests {
             "old numbers are replays"
         );
         assert!(w.check(8));
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_damaged_state_file_is_refused_not_reset() {
-        let dir = temp_dir("corrupt");
-        let store = SeqStore::open(&dir, 10).unwrap();
-        let t = tables();
+        let (_dir, store, t) = fixture("corrupt", 10);
         let path = store.path(out_sa(&t));
         for bad in [
             "",
@@ -451,7 +451,6 @@ mod tests {
             assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
             assert!(e.to_string().contains(&path.display().to_string()));
         }
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

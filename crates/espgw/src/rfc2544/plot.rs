@@ -418,22 +418,26 @@ mod tests {
             .count()
     }
 
-    #[test]
-    fn plot_text_comes_from_the_embedded_font() {
-        let chart = Chart {
-            title: "throughput".into(),
+    /// A chart of one espgw series.
+    fn one_series(title: &str, x_labels: Option<Vec<String>>, points: Vec<(f64, f64)>) -> Chart {
+        Chart {
+            title: title.into(),
             x_title: "x".into(),
             y_title: "y".into(),
-            x_labels: None,
-            log_y: false,
+            log_y: x_labels.is_some(),
+            x_labels,
             series: vec![Series {
                 name: "espgw".into(),
                 color: color("espgw"),
                 dash: "",
-                points: vec![(0.0, 1.0), (1.0, 2.0)],
+                points,
             }],
-        };
-        let svg = chart.render();
+        }
+    }
+
+    #[test]
+    fn plot_text_comes_from_the_embedded_font() {
+        let svg = one_series("throughput", None, vec![(0.0, 1.0), (1.0, 2.0)]).render();
         // The embedded font alone (no system font is loaded): the title is drawn.
         let with_font = rasterize(&svg, font_db()).unwrap();
         let ink = title_ink(&with_font);
@@ -446,19 +450,11 @@ mod tests {
 
     #[test]
     fn a_chart_renders_to_svg_and_png() {
-        let c = Chart {
-            title: "t <1>".into(),
-            x_title: "x".into(),
-            y_title: "y".into(),
-            x_labels: Some(vec!["64".into(), "1518".into()]),
-            log_y: true,
-            series: vec![Series {
-                name: "espgw".into(),
-                color: color("espgw"),
-                dash: "",
-                points: vec![(0.0, 100_000.0), (1.0, 50_000.0)],
-            }],
-        };
+        let c = one_series(
+            "t <1>",
+            Some(vec!["64".into(), "1518".into()]),
+            vec![(0.0, 100_000.0), (1.0, 50_000.0)],
+        );
         let svg = c.render();
         assert!(svg.contains("<polyline"));
         assert!(svg.contains("t &lt;1&gt;"));

@@ -84,11 +84,19 @@ fn arp(p: &mut Packet, hl: usize, port: u16, info: &PortInfo, cache: &NeighbourC
     let spa = [a[14], a[15], a[16], a[17]];
     let tpa = [a[24], a[25], a[26], a[27]];
     let sender = IpAddr::from(spa);
-    if spa != [0; 4] && on_link(info, sender) && sha[0] & 1 == 0 {
-        cache.learn(port, true, u128::from(u32::from_be_bytes(spa)), sha);
-    }
     let target = IpAddr::from(tpa);
-    if op != 1 || !info.addresses.iter().any(|p| p.addr == target) {
+    let for_us = info.addresses.iter().any(|p| p.addr == target);
+    if spa != [0; 4] && on_link(info, sender) && sha[0] & 1 == 0 {
+        // ARP for the gateway teaches a new neighbour; other ARP on the link only
+        // refreshes one it knows (a spoofing sender cannot fill the table).
+        let spa_bits = u128::from(u32::from_be_bytes(spa));
+        if for_us {
+            cache.learn(port, true, spa_bits, sha);
+        } else {
+            cache.refresh(port, true, spa_bits, sha);
+        }
+    }
+    if op != 1 || !for_us {
         return Triage::Consumed;
     }
     // Request for one of our addresses: turn it into the reply.
@@ -297,16 +305,27 @@ fn icmpv6_local(
             let target_bits = u128::from_be_bytes(target);
             if kind == ND_NA {
                 let mac = nd_lladdr(&body[24..], 2).unwrap_or(src_mac);
+                // An advertisement answers the gateway's solicitation, whose entry exists:
+                // unsolicited ones only refresh what is known.
                 if on_link(info, IpAddr::from(target)) || target[0..2] == [0xfe, 0x80] {
-                    cache.learn(port, false, target_bits, mac);
+                    cache.refresh(port, false, target_bits, mac);
                 }
                 return Triage::Consumed;
             }
             let unspecified = src == [0; 16];
             let sll = nd_lladdr(&body[24..], 1);
+            let for_us = info
+                .addresses
+                .iter()
+                .any(|a| a.addr == IpAddr::from(target));
             if !unspecified {
                 if let Some(m) = sll {
-                    cache.learn(port, false, u128::from_be_bytes(src), m);
+                    // As for ARP: only a solicitation for the gateway adds an entry.
+                    if for_us {
+                        cache.learn(port, false, u128::from_be_bytes(src), m);
+                    } else {
+                        cache.refresh(port, false, u128::from_be_bytes(src), m);
+                    }
                 }
             }
             if !info

@@ -4,7 +4,10 @@
 //! Reads happen once per routed destination per burst (the pipeline caches within a
 //! burst), writes only when an ARP / NA packet teaches something new, so a read-write
 //! lock is uncontended in practice. The table is bounded: a flood of ARP from spoofed
-//! senders cannot grow it past [`MAX_ENTRIES`].
+//! senders cannot grow it past [`MAX_ENTRIES`], nor lock legitimate neighbours out: when
+//! full, the oldest eighth goes (unresolved entries first), so the cost of making room is a
+//! scan per [`MAX_ENTRIES`]/8 new entries. Only ARP and solicitations addressed to the
+//! gateway create entries (host.rs); others only refresh entries that exist.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -14,8 +17,7 @@ use rustc_hash::FxHashMap;
 
 use espgw_wire::ethernet::MacAddr;
 
-/// Most entries kept; beyond it, new addresses are not learned (existing ones still
-/// update).
+/// Most entries kept; a new address beyond it makes room by evicting the oldest.
 pub const MAX_ENTRIES: usize = 4096;
 /// How often an unanswered address is asked for again.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(250);
@@ -39,6 +41,24 @@ pub struct NeighbourEntry {
     pub age: Duration,
 }
 
+/// Frees room for one more entry when the table is full: evicts the oldest eighth,
+/// unresolved entries before resolved ones, so a flood of spoofed senders or of requests
+/// for addresses that never answer cannot keep real neighbours out.
+fn make_room(m: &mut FxHashMap<(bool, u128), Entry>) {
+    if m.len() < MAX_ENTRIES {
+        return;
+    }
+    let mut by_age: Vec<(bool, Instant, (bool, u128))> = m
+        .iter()
+        .map(|(k, e)| (e.mac.is_some(), e.updated, *k))
+        .collect();
+    let n = (MAX_ENTRIES / 8).max(1);
+    by_age.select_nth_unstable(n - 1);
+    for (_, _, k) in &by_age[..n] {
+        m.remove(k);
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct NeighbourCache {
     map: RwLock<FxHashMap<(bool, u128), Entry>>,
@@ -58,9 +78,22 @@ impl NeighbourCache {
 
     /// Records that `addr` on `port` has `mac`.
     pub fn learn(&self, port: u16, v4: bool, addr: u128, mac: MacAddr) {
+        self.record(port, v4, addr, mac, true);
+    }
+
+    /// Updates `addr`'s MAC only if the address is known already (ARP and solicitations
+    /// that are not for the gateway: RFC 826's merge, without letting any sender on the
+    /// link fill the table).
+    pub fn refresh(&self, port: u16, v4: bool, addr: u128, mac: MacAddr) {
+        self.record(port, v4, addr, mac, false);
+    }
+
+    fn record(&self, port: u16, v4: bool, addr: u128, mac: MacAddr, create: bool) {
         let now = Instant::now();
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
-        let full = m.len() >= MAX_ENTRIES;
+        if create && !m.contains_key(&(v4, addr)) {
+            make_room(&mut m);
+        }
         match m.get_mut(&(v4, addr)) {
             Some(e) => {
                 let changed = e.mac != Some(mac);
@@ -71,7 +104,7 @@ impl NeighbourCache {
                     self.version.fetch_add(1, Ordering::Release);
                 }
             }
-            None if !full => {
+            None if create => {
                 m.insert(
                     (v4, addr),
                     Entry {
@@ -91,7 +124,9 @@ impl NeighbourCache {
     /// [`RETRY_INTERVAL`]); records the request if so.
     pub fn should_request(&self, port: u16, v4: bool, addr: u128, now: Instant) -> bool {
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
-        let full = m.len() >= MAX_ENTRIES;
+        if !m.contains_key(&(v4, addr)) {
+            make_room(&mut m);
+        }
         match m.get_mut(&(v4, addr)) {
             Some(e) => {
                 if e.mac.is_some() && now.duration_since(e.updated) < RETRY_INTERVAL {
@@ -105,7 +140,7 @@ impl NeighbourCache {
                     }
                 }
             }
-            None if !full => {
+            None => {
                 m.insert(
                     (v4, addr),
                     Entry {
@@ -117,7 +152,6 @@ impl NeighbourCache {
                 );
                 true
             }
-            None => false,
         }
     }
 
@@ -164,12 +198,45 @@ mod tests {
     }
 
     #[test]
-    fn bounded() {
+    fn bounded_and_a_flood_cannot_lock_neighbours_out() {
         let c = NeighbourCache::default();
-        for a in 0..(MAX_ENTRIES as u128 + 100) {
+        let flood = MAX_ENTRIES as u128 * 3;
+        for a in 0..flood {
             c.learn(0, true, a, [2, 0, 0, 0, 0, 1]);
+            assert!(a % 1024 != 0 || c.entries().len() <= MAX_ENTRIES);
         }
-        assert_eq!(c.entries().len(), MAX_ENTRIES);
-        assert!(!c.should_request(0, true, u128::MAX, Instant::now()));
+        assert!(c.entries().len() <= MAX_ENTRIES);
+        // The newest stay, the oldest went.
+        assert!(c.get(true, flood - 1).is_some());
+        assert!(c.get(true, 0).is_none());
+        // A real next hop after the flood: asked for, and learned.
+        assert!(c.should_request(0, true, u128::MAX, Instant::now()));
+        c.learn(0, true, u128::MAX, [2, 0, 0, 0, 0, 9]);
+        assert_eq!(c.get(true, u128::MAX), Some([2, 0, 0, 0, 0, 9]));
+    }
+
+    #[test]
+    fn unresolved_entries_are_evicted_before_resolved_ones() {
+        let c = NeighbourCache::default();
+        let t = Instant::now();
+        c.learn(0, true, 1, [2, 0, 0, 0, 0, 1]);
+        for a in 10..(10 + MAX_ENTRIES as u128) {
+            c.should_request(0, true, a, t);
+        }
+        assert!(c.entries().len() <= MAX_ENTRIES);
+        assert!(
+            c.get(true, 1).is_some(),
+            "the resolved neighbour outlives the requests"
+        );
+    }
+
+    #[test]
+    fn refresh_updates_but_never_creates() {
+        let c = NeighbourCache::default();
+        c.refresh(0, true, 7, [2, 0, 0, 0, 0, 7]);
+        assert!(c.entries().is_empty());
+        c.learn(0, true, 7, [2, 0, 0, 0, 0, 7]);
+        c.refresh(0, true, 7, [2, 0, 0, 0, 0, 8]);
+        assert_eq!(c.get(true, 7), Some([2, 0, 0, 0, 0, 8]));
     }
 }

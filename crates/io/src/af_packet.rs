@@ -29,6 +29,11 @@ const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V2: libc::c_int = 1;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
+/// `sll_pkttype` of a frame for another host's MAC (linux/if_packet.h).
+const PACKET_OTHERHOST: u8 = 3;
+/// Where the kernel puts the frame's `sockaddr_ll` in a TPACKET_V2 slot: after the header
+/// (32 bytes, already 16-aligned); `sll_pkttype` is its byte 10.
+const SLL_PKTTYPE_OFFSET: usize = 32 + 10;
 const ETH_P_ALL: u16 = 0x0003;
 
 const TP_STATUS_KERNEL: u32 = 0;
@@ -87,6 +92,9 @@ pub struct AfPacketPort {
     rx_next: usize,
     tx_next: usize,
     stats: PortStats,
+    /// Whether frames for other hosts' MACs are passed on (captures and the RFC 2544
+    /// stand-in want them; a gateway does not: [`AfPacketPort::drop_other_hosts`]).
+    other_hosts: bool,
 }
 
 // SAFETY: the ring mapping is owned by this port alone and only touched through
@@ -183,6 +191,7 @@ impl AfPacketPort {
             rx_next: 0,
             tx_next: 0,
             stats: PortStats::default(),
+            other_hosts: true,
         };
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -248,6 +257,18 @@ impl AfPacketPort {
         // SAFETY: as for `read_u32`.
         unsafe { std::ptr::read_volatile(p.add(off) as *const u16) }
     }
+    fn read_u8(p: *const u8, off: usize) -> u8 {
+        // SAFETY: callers pass offsets inside the slot's tpacket2 header and the
+        // `sockaddr_ll` after it (within the first 64 bytes of a slot the kernel handed
+        // over), which nothing writes concurrently.
+        unsafe { std::ptr::read_volatile(p.add(off)) }
+    }
+
+    /// Drops frames addressed to other hosts' MACs (counted as `rx_other_host`), as a
+    /// gateway port must: promiscuous mode lets them in.
+    pub fn drop_other_hosts(&mut self) {
+        self.other_hosts = false;
+    }
 }
 
 impl Drop for AfPacketPort {
@@ -288,7 +309,11 @@ impl Port for AfPacketPort {
             let tci = Self::read_u16(p, 24);
             let tpid = Self::read_u16(p, 26);
             let ok = len == snap && mac + snap <= FRAME_SIZE && (14..=MAX_FRAME).contains(&snap);
-            if ok {
+            if !self.other_hosts && Self::read_u8(p, SLL_PKTTYPE_OFFSET) == PACKET_OTHERHOST {
+                // The port is promiscuous: frames for other hosts on the link arrive too,
+                // and are not the gateway's to encrypt or forward.
+                self.stats.rx_other_host += 1;
+            } else if ok {
                 // SAFETY: `mac + snap` is within this slot (checked above), which the
                 // kernel handed over (status USER) and does not touch until we hand it
                 // back below.

@@ -17,6 +17,9 @@ pub struct PortStats {
     pub rx_dropped: u64,
     /// Not sent: transmit ring full or frame too large.
     pub tx_dropped: u64,
+    /// Addressed to another host's MAC (a promiscuous AF_PACKET port sees them): not the
+    /// gateway's to process.
+    pub rx_other_host: u64,
 }
 
 impl PortStats {
@@ -27,6 +30,7 @@ impl PortStats {
         self.tx_bytes += o.tx_bytes;
         self.rx_dropped += o.rx_dropped;
         self.tx_dropped += o.tx_dropped;
+        self.rx_other_host += o.rx_other_host;
     }
 }
 

@@ -272,6 +272,7 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
                             "tx_bytes": s.tx_bytes,
                             "rx_dropped": s.rx_dropped,
                             "tx_dropped": s.tx_dropped,
+                            "rx_other_host": s.rx_other_host,
                         })
                     })
                     .collect(),

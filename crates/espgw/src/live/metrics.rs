@@ -173,7 +173,7 @@ pub fn render(shared: &Shared) -> String {
         let _ = writeln!(o, "{name} {v}");
     }
     type PortField = fn(&espgw_io::port::PortStats) -> u64;
-    let port_fields: [(&str, &str, PortField); 6] = [
+    let port_fields: [(&str, &str, PortField); 7] = [
         (
             "espgw_port_rx_packets_total",
             "Frames received on a port.",
@@ -201,6 +201,11 @@ pub fn render(shared: &Shared) -> String {
             "espgw_port_tx_dropped_total",
             "Frames not sent (ring full).",
             |s| s.tx_dropped,
+        ),
+        (
+            "espgw_port_rx_other_host_total",
+            "Frames for other hosts' MACs that a promiscuous AF_PACKET port saw and dropped.",
+            |s| s.rx_other_host,
         ),
     ];
     for (name, help, f) in port_fields {

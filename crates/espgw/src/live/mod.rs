@@ -257,7 +257,8 @@ fn open_packet(
                 continue;
             }
             let fan = (workers > 1).then_some((base.wrapping_add(i as u16), mode));
-            let p = AfPacketPort::open(&f.interface, frames, fan).map_err(|e| e.to_string())?;
+            let mut p = AfPacketPort::open(&f.interface, frames, fan).map_err(|e| e.to_string())?;
+            p.drop_other_hosts();
             ports.push(Some(Box::new(p)));
         }
         set.push(ports);

@@ -3,7 +3,7 @@
 //! counters) that is shared by workers and survives table swaps.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use espgw_config::{Direction, Lifetime, Mode, SaConfig, SaProto, UdpEncap};
@@ -31,6 +31,9 @@ pub struct SaState {
     pub hard_expired: AtomicBool,
     /// The sequence number space is used up; the SA is retired.
     pub exhausted: AtomicBool,
+    /// Which of the events above the gateway has reported (bits of [`SaEvent`]), so that
+    /// each is logged and counted once per SA.
+    pub reported: AtomicU8,
 }
 
 impl SaState {
@@ -47,6 +50,7 @@ impl SaState {
             soft_expired: AtomicBool::new(false),
             hard_expired: AtomicBool::new(false),
             exhausted: AtomicBool::new(false),
+            reported: AtomicU8::new(0),
         }
     }
 
@@ -74,6 +78,62 @@ impl SaState {
     /// Resumes after a restart: the next number sent is above `last_used`.
     pub fn resume_after(&self, last_used: u64) {
         self.last_seq.fetch_max(last_used, Ordering::AcqRel);
+    }
+}
+
+/// What an operator is told about an SA once: soft lifetime reached (time to rekey), hard
+/// lifetime reached (the SA stops), sequence numbers used up (the SA stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaEvent {
+    SoftExpired,
+    HardExpired,
+    SeqExhausted,
+}
+
+impl SaEvent {
+    pub const ALL: [SaEvent; 3] = [
+        SaEvent::SoftExpired,
+        SaEvent::HardExpired,
+        SaEvent::SeqExhausted,
+    ];
+
+    /// Short name, for logs and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SaEvent::SoftExpired => "soft_expired",
+            SaEvent::HardExpired => "hard_expired",
+            SaEvent::SeqExhausted => "seq_exhausted",
+        }
+    }
+
+    const fn bit(self) -> u8 {
+        match self {
+            SaEvent::SoftExpired => 1,
+            SaEvent::HardExpired => 2,
+            SaEvent::SeqExhausted => 4,
+        }
+    }
+}
+
+impl SaState {
+    fn happened(&self, e: SaEvent) -> bool {
+        match e {
+            SaEvent::SoftExpired => self.soft_expired.load(Ordering::Relaxed),
+            SaEvent::HardExpired => self.hard_expired.load(Ordering::Relaxed),
+            SaEvent::SeqExhausted => self.exhausted.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The events that happened and were not reported yet, marking them reported.
+    pub fn take_new_events(&self) -> Vec<SaEvent> {
+        let mut new = Vec::new();
+        for e in SaEvent::ALL {
+            if self.happened(e) && self.reported.fetch_or(e.bit(), Ordering::AcqRel) & e.bit() == 0
+            {
+                new.push(e);
+            }
+        }
+        new
     }
 }
 
@@ -230,5 +290,26 @@ impl Sa {
             Mode::Tunnel { local, remote } => Some((local.is_ipv4(), local, remote)),
             Mode::Transport => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_is_reported_once() {
+        let st = SaState::new(0, 64);
+        assert!(st.take_new_events().is_empty());
+        st.soft_expired.store(true, Ordering::Relaxed);
+        assert_eq!(st.take_new_events(), vec![SaEvent::SoftExpired]);
+        assert!(st.take_new_events().is_empty(), "once");
+        st.exhausted.store(true, Ordering::Relaxed);
+        st.hard_expired.store(true, Ordering::Relaxed);
+        assert_eq!(
+            st.take_new_events(),
+            vec![SaEvent::HardExpired, SaEvent::SeqExhausted]
+        );
+        assert!(st.take_new_events().is_empty());
     }
 }

@@ -258,6 +258,20 @@ pub fn render(shared: &Shared) -> String {
     );
     family(
         &mut o,
+        "espgw_sa_events_total",
+        "counter",
+        "SAs that reached their soft lifetime, hard lifetime, or the end of their sequence numbers.",
+    );
+    for event in espgw_core::sa::SaEvent::ALL {
+        let _ = writeln!(
+            o,
+            "espgw_sa_events_total{{event=\"{}\"}} {}",
+            event.name(),
+            shared.sa_events[event as usize].load(Ordering::Relaxed)
+        );
+    }
+    family(
+        &mut o,
         "espgw_uptime_seconds",
         "gauge",
         "Seconds since the gateway started.",

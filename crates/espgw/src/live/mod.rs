@@ -368,22 +368,44 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
     res
 }
 
-/// Keeps outbound reservations ahead of the data path and inbound windows on disk, until
-/// the gateway stops. A failing state directory is logged (once a second at most): the
-/// SAs then stop at their ceilings and drop as `seq_unreserved` rather than reuse a number.
-fn keep_sequence_state(shared: &Shared) {
-    let Some(store) = &shared.seq_store else {
-        return;
-    };
+/// The gateway's housekeeping until it stops: outbound reservations kept ahead of the
+/// data path and inbound windows on disk (every 10 ms), and SA events reported (every
+/// 100 ms). A failing state directory is logged (once a second at most): the SAs then stop
+/// at their ceilings and drop as `seq_unreserved` rather than reuse a number.
+fn housekeeping(shared: &Shared) {
     let mut last_error: Option<Instant> = None;
+    let mut round = 0u64;
     while !shared.stopping() {
-        if let Err(e) = store.maintain(&shared.tables()) {
-            if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                crate::error!("seq_state", "error" => e);
-                last_error = Some(Instant::now());
+        if let Some(store) = &shared.seq_store {
+            if let Err(e) = store.maintain(&shared.tables()) {
+                if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    crate::error!("seq_state", "error" => e);
+                    last_error = Some(Instant::now());
+                }
             }
         }
+        if round % 10 == 0 {
+            report_sa_events(shared);
+        }
+        round += 1;
         std::thread::sleep(Duration::from_millis(10));
+    }
+    report_sa_events(shared);
+}
+
+/// Logs one line, and counts once, for each SA that reached its soft or hard lifetime or
+/// used up its sequence numbers since the last look.
+fn report_sa_events(shared: &Shared) {
+    let tables = shared.tables();
+    for sa in &tables.sas {
+        for event in sa.state.take_new_events() {
+            shared.sa_events[event as usize].fetch_add(1, Ordering::Relaxed);
+            let c = &sa.state.counters;
+            crate::warn!(&format!("sa_{}", event.name()), "sa" => sa.label,
+                "spi" => format!("0x{:08x}", sa.spi), "direction" => sa.direction,
+                "packets" => c.packets(), "bytes" => c.bytes(),
+                "last_seq" => sa.state.last_seq());
+        }
     }
 }
 
@@ -429,13 +451,13 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         provider.clone(),
         store,
     ));
-    if shared.seq_store.is_some() {
+    let housekeeper = {
         let s = shared.clone();
         std::thread::Builder::new()
-            .name("espgw-seqstate".into())
-            .spawn(move || keep_sequence_state(&s))
-            .map_err(|e| e.to_string())?;
-    }
+            .name("espgw-housekeeping".into())
+            .spawn(move || housekeeping(&s))
+            .map_err(|e| e.to_string())?
+    };
     let cores = if opts.pin {
         core_affinity::get_core_ids().unwrap_or_default()
     } else {
@@ -503,6 +525,7 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
     for h in handles {
         let _ = h.join();
     }
+    let _ = housekeeper.join();
     let _ = std::fs::remove_file(&opts.control);
     if let Some(store) = &shared.seq_store {
         // Where each inbound window stands, exactly, for the next start.

@@ -85,6 +85,8 @@ pub struct Shared {
     /// Where static SAs' sequence numbers are reserved and windows kept (none with
     /// `--volatile-keys`).
     pub seq_store: Option<crate::seq_store::SeqStore>,
+    /// SAs that reached each [`espgw_core::sa::SaEvent`] (in its order), for metrics.
+    pub sa_events: [AtomicU64; 3],
 }
 
 impl Shared {
@@ -118,6 +120,7 @@ impl Shared {
             reload_failures: AtomicU64::new(0),
             reload_lock: Mutex::new(()),
             seq_store,
+            sa_events: Default::default(),
         }
     }
 

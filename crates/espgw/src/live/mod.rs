@@ -384,7 +384,7 @@ fn housekeeping(shared: &Shared) {
                 }
             }
         }
-        if round % 10 == 0 {
+        if round.is_multiple_of(10) {
             report_sa_events(shared);
         }
         round += 1;

@@ -56,6 +56,27 @@ impl ReplayWindow {
         w
     }
 
+    /// The same window at another size (a reload changed `replay_window`): the top and
+    /// what was seen of the last `min(old, new)` numbers are kept.
+    pub fn resized(&self, size: u32) -> Self {
+        let mut w = Self::with_top(size, self.top);
+        let keep = self.size.min(w.size);
+        if keep == 0 {
+            return w;
+        }
+        for seq in self.top.saturating_sub(keep - 1).max(1)..=self.top {
+            if !self.check(seq) {
+                w.mark(seq);
+            }
+        }
+        w
+    }
+
+    fn mark(&mut self, seq: u64) {
+        let bit = seq & (self.bits() - 1);
+        self.blocks[(bit >> 6) as usize] |= 1 << (bit & 63);
+    }
+
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -142,6 +163,30 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn resizing_keeps_the_top_and_what_was_seen() {
+        let mut w = ReplayWindow::new(64);
+        for seq in [1000, 998, 990] {
+            assert!(w.check_and_update(seq));
+        }
+        for size in [32, 128, 1024] {
+            let r = w.resized(size);
+            assert_eq!((r.top(), r.size()), (1000, u64::from(size)));
+            assert!(!r.check(1000) && !r.check(998), "seen stays seen ({size})");
+            assert!(
+                r.check(999) && r.check(997),
+                "unseen stays acceptable ({size})"
+            );
+            assert!(!r.check(990), "seen ({size})");
+            assert_eq!(
+                r.check(960),
+                size > 40,
+                "960 is inside a window of {size}, unseen"
+            );
+            assert!(r.check(1001));
+        }
+    }
 
     #[test]
     fn a_restored_window_refuses_everything_up_to_its_top_and_nothing_above() {

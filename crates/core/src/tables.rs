@@ -165,7 +165,14 @@ impl Tables {
                         o.direction == sc.direction && o.spi == sc.spi && same_keys(&o.config, sc)
                     })
                 })
-                .map(|o| o.state.clone())
+                .map(|o| {
+                    // A new replay_window resizes the carried window, keeping its state.
+                    if o.config.replay_window != sc.replay_window {
+                        let mut w = o.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+                        *w = w.resized(sc.replay_window);
+                    }
+                    o.state.clone()
+                })
                 .unwrap_or_else(|| Arc::new(SaState::new(sc.initial_seq, sc.replay_window)));
             if sc.direction == Direction::In {
                 match sc.proto {
@@ -320,5 +327,45 @@ impl Tables {
             burst: cfg.burst,
             provider_name: provider.name(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use espgw_config::{parse_with, CryptoPolicy, Format, DEFAULT_CONFIG};
+
+    fn build(text: &str, previous: Option<&Tables>) -> Tables {
+        let cfg = parse_with(
+            text,
+            "gw.toml",
+            Some(Format::Native),
+            CryptoPolicy::default(),
+        )
+        .expect("config");
+        Tables::build(&cfg, &espgw_crypto::aws_lc::AwsLcProvider, previous).expect("tables")
+    }
+
+    #[test]
+    fn a_reload_that_changes_replay_window_resizes_the_window_and_keeps_its_state() {
+        let old = build(DEFAULT_CONFIG, None);
+        let inbound = |t: &Tables| {
+            t.sas
+                .iter()
+                .position(|s| s.direction == Direction::In)
+                .unwrap()
+        };
+        let i = inbound(&old);
+        assert!(old.sas[i].state.replay.lock().unwrap().check_and_update(5));
+        let text = DEFAULT_CONFIG.replacen("replay_window = 1024", "replay_window = 4096", 2);
+        let new = build(&text, Some(&old));
+        let j = inbound(&new);
+        assert!(
+            Arc::ptr_eq(&old.sas[i].state, &new.sas[j].state),
+            "state carried"
+        );
+        let w = new.sas[j].state.replay.lock().unwrap();
+        assert_eq!((w.size(), w.top()), (4096, 5));
+        assert!(!w.check(5), "what was seen stays seen");
     }
 }

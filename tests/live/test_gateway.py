@@ -260,3 +260,41 @@ def test_reload_under_traffic_loses_nothing(bed, tmp_path):
     assert st["drops"].get("replay", 0) == show("gw1", "stats")["drops"].get("replay", 0)
     # Restore the original for the tests after this one.
     sh(ESPGW, "reload", "--config", STATE / "gw1.toml", "--control", STATE / "gw1.sock")
+
+
+SLOW_CLIENTS = """
+import json, socket, time, urllib.request
+idle = [socket.create_connection(("127.0.0.1", 9101)) for _ in range(4)]
+trickle = socket.create_connection(("127.0.0.1", 9101))
+start = time.time()
+body = urllib.request.urlopen("http://127.0.0.1:9101/metrics", timeout=5).read()
+served_in = time.time() - start
+# The slow ones are cut at the deadline (2 s), however they pace their bytes.
+closed = []
+for s in idle + [trickle]:
+    s.settimeout(0.2)
+deadline = time.time() + 6
+while time.time() < deadline and len(closed) < 5:
+    try:
+        trickle.send(b"G")
+    except OSError:
+        pass
+    for i, s in enumerate(idle + [trickle]):
+        if i in closed:
+            continue
+        try:
+            if s.recv(1) == b"":
+                closed.append(i)
+        except socket.timeout:
+            pass
+        except OSError:
+            closed.append(i)
+print(json.dumps({"served_in": served_in, "ok": b"espgw_uptime_seconds" in body,
+                  "closed": len(closed), "after": time.time() - start}))
+"""
+
+
+def test_slow_metrics_clients_neither_block_others_nor_stay(bed):
+    r = json.loads(nsx("gw1", "/usr/bin/python3", "-c", SLOW_CLIENTS, timeout=30).stdout)
+    assert r["ok"] and r["served_in"] < 1.0, r
+    assert r["closed"] == 5 and r["after"] < 5.0, r

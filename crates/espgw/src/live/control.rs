@@ -4,7 +4,7 @@
 //! print tables for people or the JSON itself with `--json`.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -45,9 +45,21 @@ impl Server {
             }
             std::fs::remove_file(path)?;
         }
-        let listener = UnixListener::bind(path)?;
-        // Only root (the owner) may reload or stop the gateway.
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        // Bound inside a fresh 0700 directory, made 0600 there, and only then renamed into
+        // place: there is no moment when another user could connect to it.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let private = dir.join(format!(".espgw-control-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&private);
+        std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+        let staged = private.join("sock");
+        let bound = UnixListener::bind(&staged).and_then(|l| {
+            // Only the owner (root, or the service's user) may reload or stop the gateway.
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&staged, path)?;
+            Ok(l)
+        });
+        let _ = std::fs::remove_dir_all(&private);
+        let listener = bound?;
         listener.set_nonblocking(true)?;
         Ok(Server {
             listener,
@@ -56,10 +68,15 @@ impl Server {
     }
 
     pub fn serve(self, shared: Arc<Shared>) {
+        let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         while !shared.stopping() {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    let _ = handle(stream, &shared);
+                    let sh = shared.clone();
+                    // Beyond the bound the connection is dropped (closed) at once.
+                    super::conn::spawn_bounded(&active, "espgw-control-conn", move || {
+                        let _ = handle(stream, &sh);
+                    });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20));
@@ -71,18 +88,23 @@ impl Server {
     }
 }
 
+/// How long a client may take to send its request, and then to take the reply (the
+/// request's own work, a reload say, is not counted).
+const DEADLINE: Duration = Duration::from_secs(5);
+
 fn handle(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut conn = super::conn::Deadline::new(stream, DEADLINE);
     let mut line = String::new();
-    BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line)?;
+    BufReader::new((&mut conn).take(MAX_REQUEST)).read_line(&mut line)?;
     let reply = match serde_json::from_str::<Value>(&line) {
         Ok(req) => answer(&req, shared),
         Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
     };
     let mut out = serde_json::to_vec(&reply).unwrap_or_default();
     out.push(b'\n');
-    (&stream).write_all(&out)
+    conn.renew(DEADLINE);
+    conn.write_all(&out)
 }
 
 fn answer(req: &Value, shared: &Shared) -> Value {

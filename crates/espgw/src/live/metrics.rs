@@ -15,19 +15,27 @@ use super::shared::Shared;
 
 pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let _ = listener.set_nonblocking(true);
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !shared.stopping() {
         match listener.accept() {
             Ok((s, _)) => {
-                let _ = handle(s, &shared);
+                let sh = shared.clone();
+                // Beyond the bound the connection is dropped (closed) at once.
+                super::conn::spawn_bounded(&active, "espgw-metrics-conn", move || {
+                    let _ = handle(s, &sh);
+                });
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
 }
 
-fn handle(mut s: TcpStream, shared: &Shared) -> std::io::Result<()> {
+/// How long a scrape may take to send its request, and then to take the reply.
+const DEADLINE: Duration = Duration::from_secs(2);
+
+fn handle(s: TcpStream, shared: &Shared) -> std::io::Result<()> {
     s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut s = super::conn::Deadline::new(s, DEADLINE);
     let mut buf = [0u8; 4096];
     let mut n = 0;
     // Read the request head (bounded); only the request line matters.
@@ -49,6 +57,7 @@ fn handle(mut s: TcpStream, shared: &Shared) -> std::io::Result<()> {
     } else {
         ("404 Not Found", "not found\n".to_string(), "text/plain")
     };
+    s.renew(DEADLINE);
     write!(
         s,
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

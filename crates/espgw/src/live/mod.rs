@@ -3,6 +3,7 @@
 //! control socket and the metrics endpoint. SIGHUP or `espgw reload` applies a new
 //! configuration without stopping traffic; SIGINT / SIGTERM stop it cleanly.
 
+pub mod conn;
 pub mod control;
 pub mod log;
 pub mod metrics;
@@ -488,6 +489,11 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
             .map_err(|e| e.to_string())?;
     }
     if let Some(addr) = opts.metrics {
+        if !addr.ip().is_loopback() {
+            crate::warn!("metrics", "address" => addr,
+                "detail" => "served beyond this host: counters and SA names are visible to \
+                             anyone who can reach it (bind to 127.0.0.1 behind a proxy)");
+        }
         let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
         let s = shared.clone();
         std::thread::Builder::new()

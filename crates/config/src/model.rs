@@ -288,6 +288,20 @@ impl SaConfig {
     }
 }
 
+/// Whether every packet `inner` selects, `outer` selects too.
+fn covers(outer: &PolicyConfig, inner: &PolicyConfig) -> bool {
+    let prefix =
+        |o: &Prefix, i: &Prefix| o.is_ipv4() == i.is_ipv4() && o.len <= i.len && o.contains(i.addr);
+    prefix(&outer.src, &inner.src)
+        && prefix(&outer.dst, &inner.dst)
+        && outer.proto.lo <= inner.proto.lo
+        && inner.proto.hi <= outer.proto.hi
+        && outer.sport.lo <= inner.sport.lo
+        && inner.sport.hi <= outer.sport.hi
+        && outer.dport.lo <= inner.dport.lo
+        && inner.dport.hi <= outer.dport.hi
+}
+
 /// What a policy does with matching traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -545,6 +559,7 @@ impl Config {
                 }
             }
         }
+        self.check_shadowed_policies()?;
         match self.sas.iter().find(|sa| sa.spi < MIN_SPI) {
             Some(sa) => Err(sa.loc.error(
                 "spi",
@@ -556,6 +571,46 @@ impl Config {
             )),
             None => Ok(()),
         }
+    }
+
+    /// A protect policy that a bypass or discard policy before it covers entirely would
+    /// never match: the traffic it was written to protect would pass in the clear (or be
+    /// dropped) without a word. Refused, naming both lines.
+    fn check_shadowed_policies(&self) -> Result<(), ConfigError> {
+        let open: Vec<(usize, &PolicyConfig)> = self
+            .policies
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p.action, Action::Bypass | Action::Discard))
+            .collect();
+        for (i, p) in self.policies.iter().enumerate() {
+            if matches!(p.action, Action::Bypass | Action::Discard) {
+                continue;
+            }
+            let first = |j: usize, o: &PolicyConfig| {
+                o.priority > p.priority || (o.priority == p.priority && j < i)
+            };
+            if let Some((_, o)) = open
+                .iter()
+                .find(|(j, o)| o.direction == p.direction && first(*j, o) && covers(o, p))
+            {
+                let what = if o.action == Action::Bypass {
+                    "bypass"
+                } else {
+                    "discard"
+                };
+                return Err(p.loc.error(
+                    "policy",
+                    format!(
+                        "this protect policy never matches: the {what} policy at line {} \
+                         covers all its traffic and is looked at first (higher priority, or \
+                         listed earlier at the same priority)",
+                        o.loc.line
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

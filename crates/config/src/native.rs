@@ -747,6 +747,58 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (8, "initial_seq"), "{e}");
     }
 
+    fn policy(action: &str, dst: &str, priority: i64) -> String {
+        let sa = if action == "protect" {
+            "sa = 0x1000\n"
+        } else {
+            ""
+        };
+        format!(
+            "[[policy]]\ndirection = \"out\"\npriority = {priority}\ndst = \"{dst}\"\n\
+             action = \"{action}\"\n{sa}\n"
+        )
+    }
+
+    #[test]
+    fn a_protect_policy_shadowed_by_bypass_or_discard_is_refused_naming_both() {
+        let sa = gcm_sa("out", 0x1000, 1);
+        for action in ["bypass", "discard"] {
+            // The open policy first by priority, and first by position.
+            for (open_prio, open_first) in [(10, false), (0, true)] {
+                let (a, b) = (
+                    policy(action, "203.0.113.0/24", open_prio),
+                    policy("protect", "203.0.113.128/25", 0),
+                );
+                let text = if open_first {
+                    format!("{sa}{a}{b}")
+                } else {
+                    format!("{sa}{b}{a}")
+                };
+                let e = err(&text);
+                assert_eq!(e.field, "policy", "{e}");
+                assert!(
+                    e.message.contains(&format!("the {action} policy at line")),
+                    "{e}"
+                );
+            }
+        }
+        // A narrower bypass, or one that comes after, leaves the protect policy its traffic.
+        for text in [
+            format!(
+                "{sa}{}{}",
+                policy("bypass", "203.0.113.0/25", 10),
+                policy("protect", "203.0.113.0/24", 0)
+            ),
+            format!(
+                "{sa}{}{}",
+                policy("protect", "203.0.113.0/24", 0),
+                policy("bypass", "203.0.113.0/24", 0)
+            ),
+        ] {
+            crate::parse(&text, "gw.toml", None).unwrap();
+        }
+    }
+
     #[test]
     fn reserved_spis_are_refused() {
         for spi in [0, 1, 255] {

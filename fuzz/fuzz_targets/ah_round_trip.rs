@@ -13,7 +13,9 @@ use espgw_core::{Direction, DropReason, Pipeline};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&flip, ip)) = data.split_first() else { return };
+    let Some((&flip, ip)) = data.split_first() else {
+        return;
+    };
     let tables = espgw_fuzz::tables();
     let Some(out_idx) = tables
         .sas

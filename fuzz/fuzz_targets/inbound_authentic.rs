@@ -11,7 +11,9 @@ use espgw_wire::ipv6::Ipv6Repr;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&shape, text)) = data.split_first() else { return };
+    let Some((&shape, text)) = data.split_first() else {
+        return;
+    };
     let tables = espgw_fuzz::tables();
     // SA 0 (IPv4 tunnel), 1 (IPv6 tunnel, ESN, UDP), 2 (transport over IPv4, AES-CBC+HMAC).
     let sa_idx = usize::from(shape % 3);
@@ -48,7 +50,11 @@ fuzz_target!(|data: &[u8]| {
         _ => {
             frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
             let mut ip = vec![0u8; 20];
-            let (src, dst) = if sa_idx == 0 { ([192, 0, 2, 1], [192, 0, 2, 2]) } else { ([203, 0, 113, 5], [198, 51, 100, 5]) };
+            let (src, dst) = if sa_idx == 0 {
+                ([192, 0, 2, 1], [192, 0, 2, 2])
+            } else {
+                ([203, 0, 113, 5], [198, 51, 100, 5])
+            };
             let _ = Ipv4Repr {
                 src: src.into(),
                 dst: dst.into(),

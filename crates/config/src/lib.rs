@@ -111,8 +111,11 @@ pub fn load_with(
     policy: CryptoPolicy,
 ) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(&file, 0, "file", format!("cannot read: {e}")))?;
+    // The file's text holds the keys: wiped once parsed.
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&file, 0, "file", format!("cannot read: {e}")))?,
+    );
     parse_with(&text, &file, format, policy)
 }
 

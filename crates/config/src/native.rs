@@ -332,6 +332,19 @@ fn direction(lines: &Lines<'_>, v: &Spanned<String>) -> Result<Direction, Config
     }
 }
 
+/// The key strings the TOML parser made are wiped when the raw SA goes, as soon as its
+/// keys are converted (the bytes live on only in `Zeroizing` buffers).
+impl Drop for RawSa {
+    fn drop(&mut self) {
+        for k in [&mut self.key, &mut self.cipher_key, &mut self.integrity_key]
+            .into_iter()
+            .flatten()
+        {
+            zeroize::Zeroize::zeroize(k.get_mut());
+        }
+    }
+}
+
 fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConfig, ConfigError> {
     let loc = lines.loc(s);
     let s = s.get_ref();

@@ -48,8 +48,10 @@ impl fmt::Display for Shown<'_> {
 /// Hex keying material: `0x00112233...`, `00112233...` or DPDK's `00:11:22:...`.
 pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
     let t = s.trim();
-    let hex: String = if t.contains(':') {
-        let mut out = String::new();
+    // The hex digits are key material: wiped when this returns.
+    let hex: zeroize::Zeroizing<String> = zeroize::Zeroizing::new(if t.contains(':') {
+        // Sized once: growing would leave copies of the digits in freed memory.
+        let mut out = String::with_capacity(t.len());
         for part in t.split(':') {
             if part.is_empty() || part.len() > 2 {
                 return Err("a colon-separated key needs one or two hex digits a byte".into());
@@ -65,7 +67,7 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
             .or_else(|| t.strip_prefix("0X"))
             .unwrap_or(t)
             .to_string()
-    };
+    });
     if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return Err("hex key needs an even, non-zero number of digits".into());
     }

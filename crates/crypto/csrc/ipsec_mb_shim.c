@@ -177,5 +177,8 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
         }
         op->status = 0;
     }
+    /* The context holds the last packet's keystream and GHASH state: not left on the
+     * stack (explicit_bzero: the compiler may not drop a clear of a dead variable). */
+    explicit_bzero(&ctx, sizeof(ctx));
     return 0;
 }

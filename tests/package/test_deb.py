@@ -223,9 +223,9 @@ def test_installed_gateway_forwards_esp_without_root(installed, io, caps):
             assert int(st["CapBnd"][0], 16) == cap_mask(caps), st["CapBnd"]
             assert st["NoNewPrivs"] == ["1"]
             # Not dumpable (PR_SET_DUMPABLE 0, set before any key is read): no core dump,
-            # and the kernel hands its /proc files to root (an espgw process's own would
-            # be espgw's).
-            assert os.stat(f"/proc/{pid}").st_uid == 0
+            # and the kernel hands its /proc files to root (a dumpable process of espgw's,
+            # `sleep` under the same setpriv, has its status file owned by espgw).
+            assert os.stat(f"/proc/{pid}/status").st_uid == 0
         ping, frames = watch_and_ping(10)
         received = int(re.search(r"(\d+) received", ping).group(1))
         assert received >= 9, ping  # the first may wait for ARP on the way

@@ -25,3 +25,19 @@ fn probe_headers(headers: &[&str]) -> bool {
     }
     all
 }
+
+/// `ESPGW_SANITIZE=address` builds the C shim under AddressSanitizer and links the
+/// package's tests with its runtime (`scripts/asan-shims.sh`).
+#[allow(dead_code)]
+fn sanitize(build: &mut cc::Build) {
+    println!("cargo:rerun-if-env-changed=ESPGW_SANITIZE");
+    if std::env::var("ESPGW_SANITIZE").as_deref() == Ok("address") {
+        build
+            .flag("-fsanitize=address")
+            .flag("-fno-omit-frame-pointer")
+            .opt_level(1);
+        // The runtime as a shared library, linked into whatever links the shim (the
+        // Rust test binaries are not built by a driver that adds it).
+        println!("cargo:rustc-link-lib=dylib=asan");
+    }
+}

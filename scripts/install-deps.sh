@@ -45,6 +45,10 @@ if ! cargo deb --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-deb (cargo install)"
   cargo install cargo-deb --locked --quiet
 fi
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "install-deps: installing cargo-deny (cargo install)"
+  cargo install cargo-deny --locked --quiet
+fi
 if [ "${ESPGW_FUZZ_SECONDS:-20}" != 0 ] && ! cargo fuzz --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-fuzz (cargo install)"
   cargo install cargo-fuzz --locked --quiet

@@ -18,6 +18,12 @@ echo "== build"
 cargo build --release -q
 echo "== Rust tests"
 cargo test --workspace -q
+echo "== dependencies: licences, bans, sources (cargo deny)"
+# The advisories check needs the RustSec database from GitHub, which these machines cannot
+# fetch; run `cargo deny check advisories` where it can be reached.
+cargo deny --log-level error check licenses bans sources
+echo "== C shims under AddressSanitizer"
+CARGO_TARGET_DIR=$target scripts/asan-shims.sh
 echo "== portable build: aws-lc-rs alone, no AF_XDP (as on a machine without the libraries)"
 portable=(env ESPGW_NO_IPSEC_MB=1 ESPGW_NO_AF_XDP=1 CARGO_TARGET_DIR="$target/portable")
 "${portable[@]}" cargo clippy -q -p espgw-crypto -p espgw-io --all-targets -- -D warnings

@@ -20,11 +20,13 @@ fn main() {
         );
         return;
     }
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .file("csrc/ipsec_mb_shim.c")
         .opt_level(3)
-        .warnings(true)
-        .compile("espgw_ipsec_mb_shim");
+        .warnings(true);
+    sanitize(&mut build);
+    build.compile("espgw_ipsec_mb_shim");
     println!("cargo:rustc-link-lib=IPSec_MB");
     println!("cargo:rustc-cfg=espgw_ipsec_mb");
 }

@@ -13,11 +13,10 @@ fn main() {
         println!("cargo:warning=libxdp headers not found: building without the AF_XDP port");
         return;
     }
-    cc::Build::new()
-        .file("csrc/xsk_shim.c")
-        .opt_level(3)
-        .warnings(true)
-        .compile("espgw_xsk_shim");
+    let mut build = cc::Build::new();
+    build.file("csrc/xsk_shim.c").opt_level(3).warnings(true);
+    sanitize(&mut build);
+    build.compile("espgw_xsk_shim");
     println!("cargo:rustc-link-lib=xdp");
     println!("cargo:rustc-link-lib=bpf");
     println!("cargo:rustc-cfg=espgw_af_xdp");

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import pwd
 import subprocess
 import tempfile
 import time
@@ -34,6 +35,55 @@ os.umask(0o077)
 # Gateways that a test starts itself (not through the test bed, which gives each its own)
 # keep their sequence state in a scratch directory, not in /var/lib/espgw.
 os.environ.setdefault("ESPGW_STATE_DIR", tempfile.mkdtemp(prefix="espgw-live-state-"))
+
+
+# The test bed's gateways switch to this user once their ports are open (the test bed's
+# default); a configuration they reload must be readable by it, as an operator's must be
+# readable by the service's user.
+GATEWAY_USER = "nobody"
+CAP_IPC_LOCK = 14
+
+
+def gateway_file(name, text):
+    """Writes a configuration the running test-bed gateways can read: in the test bed's
+    directory, private to the gateways' user."""
+    path = STATE / name
+    path.write_text(text)
+    os.chmod(path, 0o600)
+    pw = pwd.getpwnam(GATEWAY_USER)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    return path
+
+
+def proc_status(pid):
+    out = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+def assert_confined(pid, user=GATEWAY_USER):
+    """The running gateway as issue 17 asks: an unprivileged user, CAP_IPC_LOCK alone (for
+    mlockall), no way back (no_new_privs), a seccomp filter, memory locked, not dumpable.
+    Every thread is checked: capabilities and filters are per thread."""
+    pw = pwd.getpwnam(user)
+    tasks = list(pathlib.Path(f"/proc/{pid}/task").iterdir())
+    assert len(tasks) >= 4, tasks  # main, housekeeping, a worker, control, signals
+    for task in tasks:
+        st = proc_status(f"{pid}/task/{task.name}")
+        assert st["Uid"].split() == [str(pw.pw_uid)] * 4, (task, st["Uid"])
+        assert st["Gid"].split() == [str(pw.pw_gid)] * 4, (task, st["Gid"])
+        assert st["Groups"].split() == [str(pw.pw_gid)], (task, st["Groups"])
+        assert int(st["CapEff"], 16) == 1 << CAP_IPC_LOCK, (task, st["CapEff"])
+        assert int(st["CapPrm"], 16) == 1 << CAP_IPC_LOCK, (task, st["CapPrm"])
+        assert int(st["CapAmb"], 16) == 0
+        assert st["NoNewPrivs"] == "1"
+        assert st["Seccomp"] == "2", (task, st["Seccomp"])
+    st = proc_status(pid)
+    assert int(st["VmLck"].split()[0]) > 0, st["VmLck"]
+    # Not dumpable: /proc/PID/status of a non-dumpable process is owned by root.
+    assert pathlib.Path(f"/proc/{pid}/status").stat().st_uid == 0
 
 
 def sh(*args, check=True, timeout=60, **kw):

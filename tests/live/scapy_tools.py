@@ -3,8 +3,9 @@ prints one JSON line."""
 import json
 import sys
 
-from scapy.all import (ICMP, IP, UDP, Ether, IPv6, Raw, conf, fragment, raw, sendp, sniff,
+from scapy.all import (ARP, ICMP, IP, UDP, Ether, IPv6, Raw, conf, fragment, raw, sendp, sniff,
                        sr1)
+from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr
 from scapy.layers.inet import IPerror
 from scapy.layers.inet6 import ICMPv6PacketTooBig
 from scapy.layers.ipsec import ESP, SecurityAssociation
@@ -57,6 +58,40 @@ def esp_in(seq, fragsize, count):
     return {"frames": frames}
 
 
+def spoofed_mac(i):
+    return "02:5f:%02x:%02x:%02x:%02x" % ((i >> 24) & 255, (i >> 16) & 255, (i >> 8) & 255,
+                                          i & 255)
+
+
+def neighbour_flood(count):
+    """From h1: `count` ARP requests and `count` neighbour solicitations for gw1's own south
+    addresses, each from a different spoofed sender (MAC, and IPv4 in 198.18.0.0/15 or IPv6
+    in 2001:db8:100::/64)."""
+    frames = []
+    for i in range(count):
+        mac = spoofed_mac(i)
+        frames.append(Ether(src=mac, dst="ff:ff:ff:ff:ff:ff")
+                      / ARP(op=1, hwsrc=mac, psrc="198.18.%d.%d" % (i // 250, 1 + i % 250),
+                            pdst="198.51.100.1"))
+        src6 = "2001:db8:100::5f:%x" % (i + 16)
+        frames.append(Ether(src=mac, dst="33:33:ff:00:00:01")
+                      / IPv6(src=src6, dst="ff02::1:ff00:1", hlim=255)
+                      / ICMPv6ND_NS(tgt="2001:db8:100::1") / ICMPv6NDOptSrcLLAddr(lladdr=mac))
+    sendp(frames, iface="eth0")
+    return {"frames": len(frames)}
+
+
+def fragment_flood(count):
+    """From the transport link: `count` first fragments of ESP datagrams that never
+    complete, to gw1, from as many spoofed sources in 198.18.0.0/15."""
+    frames = [Ether(src=WAN_MAC, dst=GW1_NORTH_MAC)
+              / IP(src="198.18.%d.%d" % (i // 250, 1 + i % 250), dst="192.0.2.1", proto=50,
+                   id=i & 0xffff, flags="MF", frag=0) / Raw(b"f" * 512)
+              for i in range(count)]
+    sendp(frames, iface="br0")
+    return {"frames": len(frames)}
+
+
 def listen(port, timeout, count):
     """Receives UDP datagrams to `port` on eth0."""
     got = sniff(iface="eth0", timeout=float(timeout), count=int(count),
@@ -101,6 +136,10 @@ if __name__ == "__main__":
         out = esp_out(args[0])
     elif cmd == "replay":
         out = replay(args[0])
+    elif cmd == "neighbour-flood":
+        out = neighbour_flood(int(args[0]))
+    elif cmd == "fragment-flood":
+        out = fragment_flood(int(args[0]))
     else:
         raise SystemExit(f"unknown command {cmd}")
     print(json.dumps(out))

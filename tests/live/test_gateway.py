@@ -6,7 +6,8 @@ import json
 import pathlib
 import time
 
-from conftest import (ESPGW, STATE, metrics, nsx, nspopen, sh, show, wait_for)
+from conftest import (ESPGW, GATEWAY_USER, STATE, assert_confined, gateway_file, metrics, nsx,
+                      nspopen, sh, show, wait_for)
 
 TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
 
@@ -118,8 +119,7 @@ def add_scapy_peer(tmp_path):
     """Gives gw1 an SA for a third peer played by scapy (reloaded, hitless)."""
     if any(s["name"] == "scapy-to-gw1" for s in show("gw1", "sa")):
         return
-    cfg = tmp_path / "gw1-scapy.toml"
-    cfg.write_text((STATE / "gw1.toml").read_text() + SCAPY_PEER)
+    cfg = gateway_file("gw1-scapy.toml", (STATE / "gw1.toml").read_text() + SCAPY_PEER)
     sh(ESPGW, "reload", "--config", cfg, "--control", STATE / "gw1.sock")
 
 
@@ -226,15 +226,14 @@ def test_reload_under_traffic_loses_nothing(bed, tmp_path):
                  "--size", "200", "--seconds", "5", "--rate", "2000")
     time.sleep(1.0)
     # 1. An SA, a policy and a route added, the route to the transport net changed.
-    new = tmp_path / "gw1-new.toml"
-    new.write_text(base.replace('dst = "192.0.2.0/24"\nport = "north"',
-                                'dst = "192.0.2.0/25"\nport = "north"') + EXTRA.format(k="ab" * 32))
+    new = gateway_file("gw1-new.toml",
+                       base.replace('dst = "192.0.2.0/24"\nport = "north"',
+                                    'dst = "192.0.2.0/25"\nport = "north"') + EXTRA.format(k="ab" * 32))
     r = sh(ESPGW, "reload", "--config", new, "--control", STATE / "gw1.sock")
     assert "reloaded" in r.stdout and "2 carried over" in r.stdout, r.stdout
     time.sleep(0.8)
     # 2. A broken configuration is refused with its line, the old one keeps running.
-    bad = tmp_path / "gw1-bad.toml"
-    bad.write_text(base + '\n[[route]]\ndst = "10.0.0.0/33"\nport = "north"\n')
+    bad = gateway_file("gw1-bad.toml", base + '\n[[route]]\ndst = "10.0.0.0/33"\nport = "north"\n')
     r = sh(ESPGW, "reload", "--config", bad, "--control", STATE / "gw1.sock", check=False)
     assert r.returncode != 0 and "gw1-bad.toml:" in r.stderr and "dst" in r.stderr, r.stderr
     time.sleep(0.8)
@@ -298,3 +297,24 @@ def test_slow_metrics_clients_neither_block_others_nor_stay(bed):
     r = json.loads(nsx("gw1", "/usr/bin/python3", "-c", SLOW_CLIENTS, timeout=30).stdout)
     assert r["ok"] and r["served_in"] < 1.0, r
     assert r["closed"] == 5 and r["after"] < 5.0, r
+
+
+def test_gateways_run_unprivileged_after_start_up(bed, tmp_path):
+    """Issue 17, least privilege: both gateways are `nobody` with CAP_IPC_LOCK alone, a
+    seccomp filter on every thread, memory locked; traffic, show, reload and metrics work
+    so confined (the other tests of this module run against the same processes)."""
+    for gw in ("gw1", "gw2"):
+        assert_confined(int((STATE / f"{gw}.pid").read_text()))
+    r = nsx("h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.2", check=False)
+    assert r.returncode == 0, r.stdout
+    # A configuration only root can read: refused with a message that says why, and the
+    # gateway runs on with what it had.
+    secret = tmp_path / "root-only.toml"
+    secret.write_text((STATE / "gw1.toml").read_text())
+    r = sh(ESPGW, "reload", "--config", secret, "--control", STATE / "gw1.sock", check=False)
+    assert r.returncode != 0
+    assert "not readable by the gateway's user" in r.stderr and GATEWAY_USER in r.stderr, r.stderr
+    assert show("gw1", "stats")["reload_failures"] >= 1
+    r = nsx("h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.2", check=False)
+    assert r.returncode == 0, r.stdout
+    assert_confined(int((STATE / "gw1.pid").read_text()))

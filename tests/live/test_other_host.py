@@ -3,7 +3,7 @@ gateway's socket; they are not its to encrypt or forward (issue 17): dropped and
 (`rx_other_host`), while the same packet to the gateway's MAC goes through."""
 import pytest
 
-from conftest import bed_down, bed_up, nsx, show, wait_for
+from conftest import STATE, assert_confined, bed_down, bed_up, nsx, show, wait_for
 
 GW1_SOUTH_MAC = "02:00:00:00:01:01"
 OTHER_MAC = "02:00:00:00:99:99"
@@ -37,3 +37,5 @@ def test_frames_for_other_hosts_are_dropped_and_counted(packet_bed):
     # gateway would take).
     nsx("h1", "/usr/bin/python3", "-c", SEND.replace("{dst}", GW1_SOUTH_MAC))
     assert wait_for(lambda: show("gw1", "stats")["encrypted"] >= before + 20)
+    # AF_PACKET, confined like AF_XDP.
+    assert_confined(int((STATE / "gw1.pid").read_text()))

@@ -13,7 +13,8 @@ import pytest
 from scapy.all import IP, rdpcap
 from scapy.layers.ipsec import ESP
 
-from conftest import ESPGW, STATE, bed_down, bed_up, nspopen, sh, show, wait_for
+from conftest import (ESPGW, STATE, assert_confined, bed_down, bed_up, gateway_file, nspopen,
+                      sh, show, wait_for)
 
 GW1_SPI = 0x1001
 
@@ -78,6 +79,8 @@ def test_sigkill_under_traffic_repeats_no_sequence_number(fresh_bed, tmp_path):
     tx, rx = traffic(7)
     time.sleep(2.5)
     restart_gw1_with_sigkill()
+    # The second life confines itself as the first did (its state directory is its own).
+    assert_confined(int((STATE / "gw1.pid").read_text()))
     tx.communicate(timeout=30)
     rx_out, _ = rx.communicate(timeout=30)
     cap.communicate(timeout=30)
@@ -111,11 +114,9 @@ def reload_gw1(cfg):
 
 def test_reload_that_removes_and_adds_the_sa_repeats_no_sequence_number(fresh_bed, tmp_path):
     original = (STATE / "gw1.toml").read_text()
-    gone = tmp_path / "without.toml"
-    gone.write_text(without_sa(original, "gw1-to-gw2"))
+    gone = gateway_file("without.toml", without_sa(original, "gw1-to-gw2"))
     assert "gw1-to-gw2" not in gone.read_text() and "gw2-to-gw1" in gone.read_text()
-    back = tmp_path / "back.toml"
-    back.write_text(original)
+    back = gateway_file("back.toml", original)
     pcap = tmp_path / "wan.pcap"
     cap = capture(pcap, 10)
     tx, rx = traffic(6)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ESPGW, sh, wait_for
+from conftest import ESPGW, GATEWAY_USER, assert_confined, sh, wait_for
 
 HOST, PEER = "espgw-tunhost", "espgw-tunpeer"
 TOOLS = pathlib.Path(__file__).with_name("tun_peer.py")
@@ -37,13 +37,15 @@ def tun_bed(tmp_path):
     log = open(tmp_path / "gw.log", "w")
     ctl = tmp_path / "gw.sock"
     gw = subprocess.Popen(["ip", "netns", "exec", HOST, ESPGW, "run", "--config", str(cfg),
-                           "--io", "af-packet", "--control", str(ctl)], stdout=log, stderr=log)
+                           "--io", "af-packet", "--control", str(ctl), "--user", GATEWAY_USER],
+                          stdout=log, stderr=log)
     assert wait_for(lambda: ctl.exists(), timeout=10), (tmp_path / "gw.log").read_text()
     # The host's own address on the TUN; the far network is reached through it.
     assert wait_for(lambda: ns(HOST, "ip", "link", "show", "esp0", check=False).returncode == 0)
     ns(HOST, "ip", "addr", "add", "198.51.100.2/24", "dev", "esp0")
     ns(HOST, "ip", "link", "set", "esp0", "up")
     ns(HOST, "ip", "route", "add", "203.0.113.0/24", "dev", "esp0")
+    assert_confined(gw.pid)
     yield ctl
     sh(ESPGW, "stop", "--control", ctl, check=False)
     try:

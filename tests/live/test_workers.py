@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from conftest import ESPGW, GW1_TO_GW2, bed_down, bed_up, nsx, nspopen, sh, show, wait_for
+from conftest import (ESPGW, GW1_TO_GW2, STATE, assert_confined, bed_down, bed_up, nsx, nspopen, sh,
+                      show, wait_for)
 from test_traffic import tshark_uat
 
 
@@ -27,6 +28,8 @@ def two_workers(request):
 
 
 def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
+    # Both workers, pinned, confined (sched_setaffinity is in the filter's list).
+    assert_confined(int((STATE / "gw1.pid").read_text()))
     cap = tmp_path / "wan.pcap"
     dump = nspopen("wan", "tshark", "-q", "-i", "br0", "-f", "esp", "-w", cap,
                    "-a", "duration:5")

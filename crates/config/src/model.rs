@@ -675,7 +675,7 @@ impl Config {
                 Action::Bypass | Action::Discard => &[],
             };
             for &(spi, proto) in need {
-                let Some(sa) = self.sa(p.direction, spi) else {
+                let Some(sa) = spis.get(&(p.direction, spi)) else {
                     return Err(p.loc.error(
                         "protect",
                         format!("no {} SA with SPI {spi} (0x{spi:x})", p.direction),

@@ -3,6 +3,7 @@
 //! Every table and key is checked; unknown keys are errors (a typo must not silently
 //! change what a gateway does). Errors carry the line of the offending key.
 
+use std::collections::HashMap;
 use std::ops::Range as ByteRange;
 
 use espgw_crypto::{Encryption, Integrity, Suite};
@@ -257,11 +258,32 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             loc,
         });
     }
+    // SAs by name and by SPI, per direction: policies find theirs in constant time, and a
+    // name given twice is refused (a policy naming it would be ambiguous).
+    let mut by_name: HashMap<(Direction, String), usize> = HashMap::new();
+    let mut by_spi: HashMap<(Direction, u32), usize> = HashMap::new();
     for s in &raw.sa {
-        cfg.sas.push(convert_sa(&lines, s)?);
+        let sa = convert_sa(&lines, s)?;
+        let i = cfg.sas.len();
+        if let Some(name) = &sa.name {
+            if let Some(o) = by_name.insert((sa.direction, name.clone()), i) {
+                return Err(sa.loc.error(
+                    "name",
+                    format!(
+                        "duplicate {} SA name {} (also at line {})",
+                        sa.direction,
+                        shown(name),
+                        cfg.sas[o].loc.line
+                    ),
+                ));
+            }
+        }
+        by_spi.entry((sa.direction, sa.spi)).or_insert(i);
+        cfg.sas.push(sa);
     }
+    let index = SaIndex { by_name, by_spi };
     for p in &raw.policy {
-        let pol = convert_policy(&lines, p, &cfg)?;
+        let pol = convert_policy(&lines, p, &cfg, &index)?;
         cfg.policies.push(pol);
     }
     for r in &raw.route {
@@ -557,10 +579,17 @@ fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError>
     Ok((proto, Suite { enc, integ }, enc_key, auth_key))
 }
 
+/// Where each SA of the file is in `Config::sas`.
+struct SaIndex {
+    by_name: HashMap<(Direction, String), usize>,
+    by_spi: HashMap<(Direction, u32), usize>,
+}
+
 fn convert_policy(
     lines: &Lines<'_>,
     p: &Spanned<RawPolicy>,
     cfg: &Config,
+    index: &SaIndex,
 ) -> Result<PolicyConfig, ConfigError> {
     let loc = lines.loc(p);
     let whole = p;
@@ -643,16 +672,13 @@ fn convert_policy(
                 p.sa.as_ref()
                     .ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
             let find = |v: &Spanned<StrOrInt>, field: &str| {
-                let found = match v.get_ref() {
-                    StrOrInt::Str(name) => cfg
-                        .sas
-                        .iter()
-                        .find(|s| s.direction == dir && s.name.as_deref() == Some(name)),
-                    StrOrInt::Int(spi) => cfg
-                        .sas
-                        .iter()
-                        .find(|s| s.direction == dir && i64::from(s.spi) == *spi),
+                let at = match v.get_ref() {
+                    StrOrInt::Str(name) => index.by_name.get(&(dir, name.clone())),
+                    StrOrInt::Int(spi) => u32::try_from(*spi)
+                        .ok()
+                        .and_then(|spi| index.by_spi.get(&(dir, spi))),
                 };
+                let found = at.map(|&i| &cfg.sas[i]);
                 found.ok_or_else(|| {
                     lines.err(v, field, format!("no {dir} SA with that name or SPI"))
                 })
@@ -821,6 +847,18 @@ mod tests {
             assert!(e.message.contains("reserved"), "{e}");
         }
         crate::parse(&gcm_sa("out", 256, 1), "gw.toml", None).unwrap();
+    }
+
+    #[test]
+    fn an_sa_name_given_twice_is_refused_naming_both_lines() {
+        let named =
+            |spi, k| gcm_sa("out", spi, k).replacen("[[sa]]\n", "[[sa]]\nname = \"t\"\n", 1);
+        let e = err(&format!("{}{}", named(0x1000, 1), named(0x2000, 2)));
+        assert_eq!((e.line, e.field.as_str()), (9, "name"), "{e}");
+        assert!(e.message.contains("duplicate out SA name") && e.message.contains("line 1"));
+        // The same name in the other direction is another SA (a pair is often named alike).
+        let other = gcm_sa("in", 0x2000, 2).replacen("[[sa]]\n", "[[sa]]\nname = \"t\"\n", 1);
+        crate::parse(&format!("{}{}", named(0x1000, 1), other), "gw.toml", None).unwrap();
     }
 
     #[test]

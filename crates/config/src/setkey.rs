@@ -22,6 +22,7 @@
 //! to the destinations of outbound transport and bypass policies. Inbound traffic leaves
 //! south: routes to the destinations of inbound policies.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use espgw_crypto::{Encryption, Integrity, Suite};
@@ -104,6 +105,25 @@ struct PendingSa {
     used: Option<(Direction, Mode)>,
 }
 
+/// An SA is named by its destination, protocol and SPI (RFC 4301): a second `add` of the
+/// same one is a mistake to name as such (left alone, the second would be the one no
+/// policy uses). `added` maps each SA added so far to its line (linear in the SAs).
+fn refuse_duplicate(
+    added: &mut HashMap<(u32, IpAddr, SaProto), usize>,
+    sa: &PendingSa,
+) -> Result<(), ConfigError> {
+    match added.insert((sa.spi, sa.dst, sa.proto), sa.loc.line) {
+        Some(line) => Err(sa.loc.error(
+            "spi",
+            format!(
+                "duplicate SA 0x{:x} to {} (also added at line {line})",
+                sa.spi, sa.dst
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Template {
     Tunnel(IpAddr, IpAddr),
@@ -153,6 +173,7 @@ impl<'a> Stmt<'a> {
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let toks = tokenize(text);
     let mut sas: Vec<PendingSa> = Vec::new();
+    let mut added = HashMap::new();
     let mut policies: Vec<(PolicyConfig, Templates)> = Vec::new();
     for stmt in toks.split(|t| t.s == ";") {
         if stmt.is_empty() {
@@ -167,7 +188,11 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         match s.next("command")? {
             "flush" => sas.clear(),
             "spdflush" => policies.clear(),
-            "add" => sas.push(parse_add(&mut s, loc)?),
+            "add" => {
+                let sa = parse_add(&mut s, loc)?;
+                refuse_duplicate(&mut added, &sa)?;
+                sas.push(sa);
+            }
             "spdadd" => {
                 if let Some(p) = parse_spdadd(&mut s, loc)? {
                     policies.push(p);
@@ -752,6 +777,21 @@ spdadd 198.51.100.7 203.0.113.9[53] udp -P out none;
                 ("203.0.113.9/32".to_string(), 1)
             ]
         );
+    }
+
+    #[test]
+    fn an_sa_added_twice_is_named_as_a_duplicate() {
+        let t = "add 192.0.2.1 192.0.2.2 esp 0x1000 -E aes-gcm-16 0x000102030405060708090a0b0c0d0e0f10111213;\n\
+                 add 192.0.2.1 192.0.2.2 esp 0x1000 -E aes-gcm-16 0x0f0e0d0c0b0a09080706050403020100a0b0c0d0;\n\
+                 spdadd 192.0.2.1 192.0.2.2 any -P out ipsec esp/transport//require;\n";
+        let e = parse(t, "t").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "spi"), "{e}");
+        assert!(
+            e.message.contains("duplicate SA 0x1000") && e.message.contains("line 1"),
+            "{e}"
+        );
+        assert!(!e.message.contains("used by no policy"), "{e}");
+        assert!(!e.message.contains("0f0e0d"), "no key bytes: {e}");
     }
 
     #[test]

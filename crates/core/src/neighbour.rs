@@ -21,6 +21,12 @@ use espgw_wire::ethernet::MacAddr;
 pub const MAX_ENTRIES: usize = 4096;
 /// How often an unanswered address is asked for again.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(250);
+/// How long an address that never answered is remembered (as Linux gives up after three
+/// probes a second apart); then it goes, and a later packet asks again.
+pub const UNRESOLVED_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a learned address lives without being heard from again; then it goes, and the
+/// next packet to it resolves it afresh (a neighbour that moved or left is not used forever).
+pub const RESOLVED_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -155,6 +161,22 @@ impl NeighbourCache {
         }
     }
 
+    /// Removes unresolved entries older than [`UNRESOLVED_TIMEOUT`] and learned ones not
+    /// heard from for [`RESOLVED_TIMEOUT`]; returns how many went. The live gateway's
+    /// housekeeping calls it ten times a second.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let before = m.len();
+        m.retain(|_, e| {
+            let age = now.saturating_duration_since(e.updated);
+            match e.mac {
+                None => age < UNRESOLVED_TIMEOUT,
+                Some(_) => age < RESOLVED_TIMEOUT,
+            }
+        });
+        before - m.len()
+    }
+
     /// Every entry, sorted by family and address.
     pub fn entries(&self) -> Vec<NeighbourEntry> {
         let now = Instant::now();
@@ -228,6 +250,29 @@ mod tests {
             c.get(true, 1).is_some(),
             "the resolved neighbour outlives the requests"
         );
+    }
+
+    #[test]
+    fn unresolved_entries_expire_and_learned_ones_age_out() {
+        let c = NeighbourCache::default();
+        let t0 = Instant::now();
+        c.learn(0, true, 1, [2, 0, 0, 0, 0, 1]);
+        for a in 100..1100 {
+            assert!(c.should_request(0, true, a, t0));
+        }
+        assert_eq!(c.entries().len(), 1001);
+        assert_eq!(c.expire(t0 + UNRESOLVED_TIMEOUT / 2), 0);
+        // A flood of requests for addresses that never answer leaves nothing behind.
+        assert_eq!(
+            c.expire(t0 + UNRESOLVED_TIMEOUT + Duration::from_millis(1)),
+            1000
+        );
+        assert_eq!(c.get(true, 1), Some([2, 0, 0, 0, 0, 1]));
+        // And an address that is asked for again after its expiry is asked for at once.
+        assert!(c.should_request(0, true, 100, t0 + UNRESOLVED_TIMEOUT * 2));
+        // The learned one ages out when not heard from.
+        assert_eq!(c.expire(t0 + RESOLVED_TIMEOUT + Duration::from_secs(1)), 2);
+        assert!(c.entries().is_empty());
     }
 
     #[test]

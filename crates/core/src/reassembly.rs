@@ -1,6 +1,10 @@
 //! Reassembly of fragmented ESP addressed to the gateway (IPv4 and IPv6), with bounded
-//! memory: at most [`MAX_DATAGRAMS`] datagrams in flight per worker, each at most
-//! [`MAX_DATAGRAM`] bytes (what a packet buffer holds), dropped after [`TIMEOUT`].
+//! memory: at most [`MAX_DATAGRAMS`] datagrams in flight per worker, at most
+//! [`MAX_PER_SOURCE`] of them from one source address, each at most [`MAX_DATAGRAM`] bytes
+//! (what a packet buffer holds), dropped after [`TIMEOUT`]. A new datagram that finds the
+//! table full evicts the oldest one (its source's own oldest when that source is at its
+//! limit), so a flood of spoofed first fragments cannot lock honest senders out: it only
+//! shortens everyone's reassembly window, and one source cannot take more than its share.
 //! Overlapping fragments drop the whole datagram (RFC 5722; for IPv4 too, since no
 //! honest sender overlaps and overlaps are an evasion technique).
 
@@ -12,6 +16,7 @@ use espgw_wire::ethernet::HEADER_LEN;
 use crate::packet::{Packet, MAX_FRAME};
 
 pub const MAX_DATAGRAMS: usize = 64;
+pub const MAX_PER_SOURCE: usize = 16;
 /// The largest reassembled IP datagram (it must fit a packet buffer with its Ethernet
 /// header).
 pub const MAX_DATAGRAM: usize = MAX_FRAME - HEADER_LEN;
@@ -53,6 +58,8 @@ pub enum Reassembled {
 pub struct Reassembler {
     slots: Vec<Datagram>,
     pub timeouts: u64,
+    /// Datagrams evicted to make room, not yet taken by [`Reassembler::take_evicted`].
+    evicted: u64,
 }
 
 struct Frag {
@@ -182,9 +189,7 @@ impl Reassembler {
         let i = match self.slots.iter().position(|d| d.key == f.key) {
             Some(i) => i,
             None => {
-                if self.slots.len() >= MAX_DATAGRAMS {
-                    return Reassembled::Dropped;
-                }
+                self.make_room(&f.key);
                 self.slots.push(Datagram {
                     key: f.key,
                     started: now,
@@ -251,6 +256,38 @@ impl Reassembler {
             ip[4..6].copy_from_slice(&((ip_hdr - 40 + total) as u16).to_be_bytes());
         }
         Reassembled::Complete
+    }
+
+    /// Evicts the oldest datagram of `key`'s source when that source is at its limit, else
+    /// the oldest of all when the table is full.
+    fn make_room(&mut self, key: &Key) {
+        let same_source = |d: &Datagram| d.key.v4 == key.v4 && d.key.src == key.src;
+        let from_source = self.slots.iter().filter(|d| same_source(d)).count();
+        let victim = if from_source >= MAX_PER_SOURCE {
+            self.oldest(|d| same_source(d))
+        } else if self.slots.len() >= MAX_DATAGRAMS {
+            self.oldest(|_| true)
+        } else {
+            None
+        };
+        if let Some(i) = victim {
+            self.slots.swap_remove(i);
+            self.evicted += 1;
+        }
+    }
+
+    fn oldest(&self, which: impl Fn(&Datagram) -> bool) -> Option<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| which(d))
+            .min_by_key(|(_, d)| d.started)
+            .map(|(i, _)| i)
+    }
+
+    /// Datagrams evicted since the last call (each is a `reassembly` drop).
+    pub fn take_evicted(&mut self) -> u64 {
+        std::mem::take(&mut self.evicted)
     }
 
     fn remove(&mut self, key: Key) {
@@ -328,15 +365,58 @@ mod tests {
         let mut p = with_eth(&frags[1], true);
         assert_eq!(r.offer(&mut p, 14, now), Reassembled::Pending);
         assert_eq!(r.expire(now + TIMEOUT), 1);
-        // Many datagrams: the table stays bounded.
+        // Many datagrams from one source: it keeps at most its share.
         for id in 0..(MAX_DATAGRAMS + 10) {
-            let mut f = frags[1].data().to_vec();
-            f[4..6].copy_from_slice(&(id as u16).to_be_bytes());
-            let mut p = Packet::new();
-            p.load_parts(&eth(true), &f).unwrap();
-            r.offer(&mut p, 14, now);
+            let mut p = first_of(&frags[1], id as u16, [192, 0, 2, 2]);
+            assert_eq!(r.offer(&mut p, 14, now), Reassembled::Pending);
+        }
+        assert_eq!(r.in_flight(), MAX_PER_SOURCE);
+        assert_eq!(
+            r.take_evicted(),
+            (MAX_DATAGRAMS + 10 - MAX_PER_SOURCE) as u64
+        );
+    }
+
+    /// Fragment `f` with IP id `id` from `src` (checksum not fixed: reassembly ignores it).
+    fn first_of(f: &Packet, id: u16, src: [u8; 4]) -> Packet {
+        let mut d = f.data().to_vec();
+        d[4..6].copy_from_slice(&id.to_be_bytes());
+        d[12..16].copy_from_slice(&src);
+        let mut p = Packet::new();
+        p.load_parts(&eth(true), &d).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_flood_of_spoofed_fragments_leaves_room_for_an_honest_datagram() {
+        let ip = v4_packet(2000);
+        let mut frags = Vec::new();
+        fragment_v4(&ip, 600, Packet::new, &mut frags);
+        let mut r = Reassembler::default();
+        let t0 = Instant::now();
+        // 10,000 never-completed datagrams from 1,000 spoofed sources, within one timeout.
+        for n in 0..10_000u32 {
+            let src = (0xc633_6400 + n % 1000).to_be_bytes(); // 198.51.100.0 + n % 1000
+            let mut p = first_of(&frags[1], n as u16, src);
+            r.offer(&mut p, 14, t0);
+            assert!(r.in_flight() <= MAX_DATAGRAMS);
         }
         assert_eq!(r.in_flight(), MAX_DATAGRAMS);
+        assert_eq!(r.take_evicted(), 10_000 - MAX_DATAGRAMS as u64);
+        // The honest datagram, its fragments among the flood's, completes.
+        let later = t0 + Duration::from_millis(10);
+        for (k, f) in frags.iter().enumerate() {
+            let mut p = with_eth(f, true);
+            let res = r.offer(&mut p, 14, later);
+            if k + 1 < frags.len() {
+                assert_eq!(res, Reassembled::Pending);
+                let mut spoof = first_of(&frags[1], 60_000 + k as u16, [203, 0, 113, 9]);
+                r.offer(&mut spoof, 14, later);
+            } else {
+                assert_eq!(res, Reassembled::Complete);
+                assert_eq!(&p.data()[14..], &ip[..]);
+            }
+        }
     }
 
     #[test]

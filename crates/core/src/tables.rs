@@ -137,6 +137,11 @@ impl Tables {
         let mut sa_in_by_spi = FxHashMap::default();
         let mut ah_in_by_spi = FxHashMap::default();
         let mut udp_encap_ports = Vec::new();
+        // The running SAs by direction and SPI: a reload finds each one's state in constant time.
+        let mut previous_at: FxHashMap<(Direction, u32), usize> = FxHashMap::default();
+        for (i, o) in previous.map_or(&[][..], |p| &p.sas[..]).iter().enumerate() {
+            previous_at.entry((o.direction, o.spi)).or_insert(i);
+        }
         for sc in &cfg.sas {
             let key_error = |e: espgw_crypto::CryptoError| sc.loc.error("key", e.to_string());
             let (key, iv_len) = match sc.proto {
@@ -161,9 +166,9 @@ impl Tables {
             };
             let state = previous
                 .and_then(|p| {
-                    p.sas.iter().find(|o| {
-                        o.direction == sc.direction && o.spi == sc.spi && same_keys(&o.config, sc)
-                    })
+                    let i = *previous_at.get(&(sc.direction, sc.spi))?;
+                    let o = &p.sas[i];
+                    same_keys(&o.config, sc).then_some(o)
                 })
                 .map(|o| {
                     // A new replay_window resizes the carried window, keeping its state.
@@ -212,15 +217,18 @@ impl Tables {
         let mut out_rules = Vec::new();
         let mut bundles_out: Vec<(u32, u32)> = Vec::new();
         let mut in_rules = Vec::new();
+        // Each policy finds its SA in constant time (30,000 policies would otherwise be a
+        // quadratic scan at every load and reload).
+        let mut sa_at: FxHashMap<(Direction, u32), u32> = FxHashMap::default();
+        for (i, s) in sas.iter().enumerate() {
+            sa_at.entry((s.direction, s.spi)).or_insert(i as u32);
+        }
         for p in &cfg.policies {
             let index = |spi: u32| {
-                sas.iter()
-                    .position(|s| s.direction == p.direction && s.spi == spi)
-                    .map(|i| i as u32)
-                    .ok_or_else(|| {
-                        p.loc
-                            .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
-                    })
+                sa_at.get(&(p.direction, spi)).copied().ok_or_else(|| {
+                    p.loc
+                        .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
+                })
             };
             let action = match p.action {
                 Action::Bypass => SpdAction::Bypass,

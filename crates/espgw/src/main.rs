@@ -11,6 +11,7 @@ mod seq_store;
 mod strongswan;
 mod testbed;
 
+use espgw_control::ControlRequest;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -237,6 +238,14 @@ struct RunArgs {
     metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     state: seq_store::StateArgs,
+    /// Once its ports are open, run as this user with only CAP_IPC_LOCK (default: `espgw`
+    /// when started as root and that user exists). The user must be able to read the
+    /// configuration for reloads.
+    #[arg(long)]
+    user: Option<String>,
+    /// What a system call outside the gateway's allow-list does once it runs.
+    #[arg(long, value_enum, default_value = "kill")]
+    seccomp: live::confine::SeccompArg,
 }
 
 mod gen_cmd {
@@ -440,6 +449,8 @@ fn run(cli: Cli) -> Result<(), String> {
                     fanout: a.fanout,
                     ring_frames: a.ring_frames,
                     state: a.state,
+                    user: a.user,
+                    seccomp: a.seccomp,
                 },
                 p,
             )
@@ -449,10 +460,7 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
             control,
         } => {
-            let v = live::control::request(
-                &control,
-                &serde_json::json!({"cmd": "show", "what": what}),
-            )?;
+            let v = live::control::request(&control, &ControlRequest::Show(what.clone()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
@@ -461,13 +469,8 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Reload { config, control } => {
-            let path = config
-                .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
-                .map(|p| p.display().to_string());
-            let v = live::control::request(
-                &control,
-                &serde_json::json!({"cmd": "reload", "path": path}),
-            )?;
+            let path = config.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
+            let v = live::control::request(&control, &ControlRequest::Reload(path))?;
             println!("{}", v.as_str().unwrap_or_default());
             Ok(())
         }
@@ -498,7 +501,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         },
         Cmd::Stop { control } => {
-            live::control::request(&control, &serde_json::json!({"cmd": "stop"}))?;
+            live::control::request(&control, &ControlRequest::Stop)?;
             Ok(())
         }
     }

@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 pub const PREFIX: &str = "espgw";
 pub const STATE_DIR: &str = "/run/espgw-testbed";
 
@@ -62,6 +60,11 @@ pub struct UpArgs {
     /// sockets in /run/espgw-testbed.
     #[arg(long)]
     pub gateway_cmd: Option<String>,
+    /// The user the gateways switch to once their ports are open (`espgw run --user`);
+    /// their configurations and state are given to it. Default: `nobody`, or none with
+    /// --gateway-cmd (which then decides).
+    #[arg(long)]
+    pub gateway_user: Option<String>,
 }
 
 impl Default for UpArgs {
@@ -75,6 +78,7 @@ impl Default for UpArgs {
             gw2_config: None,
             run_args: String::new(),
             gateway_cmd: None,
+            gateway_user: None,
         }
     }
 }
@@ -245,6 +249,12 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     ensure_tools()?;
     down_quiet();
     std::fs::create_dir_all(STATE_DIR).map_err(|e| format!("{STATE_DIR}: {e}"))?;
+    // The gateways' user must reach its files here (each file keeps its own mode).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(STATE_DIR, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("{STATE_DIR}: {e}"))?;
+    }
     for n in ["h1", "gw1", "wan", "gw2", "h2"] {
         run_cmd(&["ip", "netns", "add", &ns(n)])?;
         in_ns(n, &["ip", "link", "set", "lo", "up"])?;
@@ -384,6 +394,19 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
     if gateway_cmd.is_empty() {
         return Err("--gateway-cmd is empty".into());
     }
+    let user = match (&a.gateway_user, &a.gateway_cmd) {
+        (Some(u), _) => Some(u.clone()),
+        (None, None) => Some("nobody".to_string()),
+        (None, Some(_)) => None,
+    };
+    let account = match &user {
+        Some(u) => Some(
+            espgw_io::process::lookup_user(u)
+                .map_err(|e| format!("--gateway-user {u}: {e}"))?
+                .ok_or_else(|| format!("--gateway-user {u}: no such user"))?,
+        ),
+        None => None,
+    };
     for (g, cfg, builtin, metrics) in [
         (
             "gw1",
@@ -410,6 +433,11 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             None => {
                 let p = state(&format!("{g}.toml"));
                 write_private(&p, builtin).map_err(|e| format!("{}: {e}", p.display()))?;
+                // Readable by the gateway after its switch, for SIGHUP and `reload`.
+                if let Some(a) = &account {
+                    espgw_io::process::give_to(&p, a)
+                        .map_err(|e| format!("{}: {e}", p.display()))?;
+                }
                 p
             }
         };
@@ -452,6 +480,9 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
             "--state-dir".into(),
             seq_state.to_string_lossy().into(),
         ]);
+        if let Some(u) = &user {
+            args.extend(["--user".into(), u.clone()]);
+        }
         args.extend(a.run_args.split_whitespace().map(String::from));
         let child = Command::new("ip")
             .args(&args)
@@ -468,7 +499,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         loop {
             let ok = crate::live::control::request(
                 &control_path(g),
-                &json!({"cmd": "show", "what": "stats"}),
+                &espgw_control::ControlRequest::Show("stats".into()),
             )
             .is_ok();
             if ok {
@@ -486,7 +517,9 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
 
 fn down_quiet() {
     for g in ["gw1", "gw2"] {
-        if crate::live::control::request(&control_path(g), &json!({"cmd": "stop"})).is_err() {
+        if crate::live::control::request(&control_path(g), &espgw_control::ControlRequest::Stop)
+            .is_err()
+        {
             // Not an espgw gateway (strongSwan's charon): ask it to stop by signal.
             if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}.pid"))) {
                 let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
@@ -862,7 +895,7 @@ fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
         for g in ["gw1", "gw2"] {
             let s = crate::live::control::request(
                 &control_path(g),
-                &json!({"cmd": "show", "what": "stats"}),
+                &espgw_control::ControlRequest::Show("stats".into()),
             )?;
             println!(
                 "{g}: encrypted {} decrypted {} dropped {}",

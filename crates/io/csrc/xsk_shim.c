@@ -205,6 +205,8 @@ struct espgw_xsk {
 	uint64_t *free_tx;
 	uint32_t nfree;
 	uint32_t tx_in_flight;
+	/* Completion-ring entries that named no transmit frame of ours (never expected). */
+	uint64_t bad_completions;
 	int zero_copy;
 	uint64_t netns;
 	int ifindex;
@@ -390,12 +392,25 @@ uint32_t espgw_xsk_rx(struct espgw_xsk *x, uint8_t **bufs, uint32_t *lens, uint3
 	return got;
 }
 
+/* Takes back transmit frames the kernel completed. The completion ring is shared memory
+ * the kernel writes: read at most as many entries as frames are in flight (so the free
+ * list, sized for the transmit half, cannot overflow), and accept only addresses that are
+ * transmit frames (in the UMEM's second half, frame-aligned); anything else is counted
+ * and ignored, as receive descriptors out of range are. */
 static void reclaim(struct espgw_xsk *x)
 {
 	uint32_t idx = 0;
-	uint32_t n = xsk_ring_cons__peek(&x->cq, x->nframes, &idx);
-	for (uint32_t i = 0; i < n; i++)
-		x->free_tx[x->nfree++] = *xsk_ring_cons__comp_addr(&x->cq, idx + i);
+	uint32_t n = xsk_ring_cons__peek(&x->cq, x->tx_in_flight, &idx);
+	uint64_t tx_lo = (uint64_t)(x->nframes / 2) * FRAME_SIZE;
+	uint32_t cap = x->nframes - x->nframes / 2;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t addr = *xsk_ring_cons__comp_addr(&x->cq, idx + i);
+		if (addr < tx_lo || addr >= x->area_len || addr % FRAME_SIZE || x->nfree >= cap) {
+			x->bad_completions++;
+			continue;
+		}
+		x->free_tx[x->nfree++] = addr;
+	}
 	if (n) {
 		xsk_ring_cons__release(&x->cq, n);
 		x->tx_in_flight -= n;
@@ -441,7 +456,7 @@ kick:
 }
 
 /* Kernel-side counters: rx_dropped, rx_ring_full, rx_fill_ring_empty, tx_invalid. */
-int espgw_xsk_stats(struct espgw_xsk *x, uint64_t out[4])
+int espgw_xsk_stats(struct espgw_xsk *x, uint64_t out[5])
 {
 	struct xdp_statistics s;
 	socklen_t len = sizeof(s);
@@ -452,5 +467,6 @@ int espgw_xsk_stats(struct espgw_xsk *x, uint64_t out[4])
 	out[1] = s.rx_ring_full;
 	out[2] = s.rx_fill_ring_empty_descs;
 	out[3] = s.tx_invalid_descs;
+	out[4] = x->bad_completions;
 	return 0;
 }

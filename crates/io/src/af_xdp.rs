@@ -64,6 +64,7 @@ pub struct AfXdpPort {
     fd: RawFd,
     stats: PortStats,
     kernel_drops: u64,
+    bad_completions: u64,
     /// Per-burst scratch: packet buffers being filled, pointers and lengths.
     rx_pkts: Vec<Packet>,
     ptrs: Vec<*mut u8>,
@@ -108,6 +109,7 @@ impl AfXdpPort {
             fd,
             stats: PortStats::default(),
             kernel_drops: 0,
+            bad_completions: 0,
             rx_pkts: Vec::with_capacity(MAX_BURST),
             ptrs: Vec::with_capacity(MAX_BURST),
             lens: vec![0; MAX_BURST],
@@ -220,13 +222,16 @@ impl Port for AfXdpPort {
     }
 
     fn stats(&mut self) -> PortStats {
-        let mut k = [0u64; 4];
-        // SAFETY: the shim writes four u64 into `k`.
+        let mut k = [0u64; 5];
+        // SAFETY: the shim writes five u64 into `k`.
         if unsafe { espgw_xsk_stats(self.xsk, k.as_mut_ptr()) } == 0 {
             // Cumulative in the kernel: report the growth since the last read.
             let total = k[0] + k[1];
             self.stats.rx_dropped += total.saturating_sub(self.kernel_drops);
             self.kernel_drops = total;
+            // Completion-ring entries that named no transmit frame (counted by the shim).
+            self.stats.tx_dropped += k[4].saturating_sub(self.bad_completions);
+            self.bad_completions = k[4];
         }
         self.stats
     }

@@ -25,6 +25,7 @@ pub mod pcap;
 pub mod poll;
 pub mod port;
 pub mod process;
+pub mod seccomp;
 pub mod tun;
 
 pub use port::Port;

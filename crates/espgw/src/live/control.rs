@@ -3,6 +3,7 @@
 //! `{"cmd":"stop"}`) with one JSON reply. `espgw show|reload|stop` are its clients; they
 //! print tables for people or the JSON itself with `--json`.
 
+use espgw_control::ControlRequest;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,7 +21,7 @@ use espgw_wire::ethernet::format_mac;
 use super::shared::Shared;
 
 /// The largest request accepted.
-const MAX_REQUEST: u64 = 64 * 1024;
+const MAX_REQUEST: u64 = espgw_control::MAX_CONTROL_REQUEST as u64;
 
 pub struct Server {
     listener: UnixListener,
@@ -95,11 +96,11 @@ const DEADLINE: Duration = Duration::from_secs(5);
 fn handle(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     let mut conn = super::conn::Deadline::new(stream, DEADLINE);
-    let mut line = String::new();
-    BufReader::new((&mut conn).take(MAX_REQUEST)).read_line(&mut line)?;
-    let reply = match serde_json::from_str::<Value>(&line) {
-        Ok(req) => answer(&req, shared),
-        Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+    let mut line = Vec::new();
+    BufReader::new((&mut conn).take(MAX_REQUEST)).read_until(b'\n', &mut line)?;
+    let reply = match ControlRequest::parse(&line) {
+        Ok(req) => answer(req, shared),
+        Err(e) => json!({"ok": false, "error": e.to_string()}),
     };
     let mut out = serde_json::to_vec(&reply).unwrap_or_default();
     out.push(b'\n');
@@ -107,24 +108,20 @@ fn handle(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     conn.write_all(&out)
 }
 
-fn answer(req: &Value, shared: &Shared) -> Value {
-    match req["cmd"].as_str() {
-        Some("show") => match show(req["what"].as_str().unwrap_or(""), shared) {
+fn answer(req: ControlRequest, shared: &Shared) -> Value {
+    match req {
+        ControlRequest::Show(what) => match show(&what, shared) {
             Ok(v) => json!({"ok": true, "data": v}),
             Err(e) => json!({"ok": false, "error": e}),
         },
-        Some("reload") => {
-            let path = req["path"].as_str().map(PathBuf::from);
-            match super::reload(shared, path) {
-                Ok(m) => json!({"ok": true, "data": m}),
-                Err(e) => json!({"ok": false, "error": e}),
-            }
-        }
-        Some("stop") => {
+        ControlRequest::Reload(path) => match super::reload(shared, path) {
+            Ok(m) => json!({"ok": true, "data": m}),
+            Err(e) => json!({"ok": false, "error": e}),
+        },
+        ControlRequest::Stop => {
             shared.stop.store(true, Ordering::Relaxed);
             json!({"ok": true, "data": "stopping"})
         }
-        _ => json!({"ok": false, "error": "unknown command (show, reload, stop)"}),
     }
 }
 
@@ -342,7 +339,7 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
 }
 
 /// Sends one request to the gateway at `path` and returns its `data`.
-pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
+pub fn request(path: &Path, req: &ControlRequest) -> Result<Value, String> {
     let mut s = UnixStream::connect(path).map_err(|e| {
         format!(
             "control socket {}: {e} (is the gateway running?)",
@@ -351,7 +348,7 @@ pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
     })?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(&req.to_json()).map_err(|e| e.to_string())?;
     line.push(b'\n');
     s.write_all(&line).map_err(|e| e.to_string())?;
     let mut reply = String::new();

@@ -2,6 +2,7 @@
 //! packets, bytes and drops by reason, gateway-wide drops by reason, per-port counters,
 //! the gateway's own host work, and reloads.
 
+use espgw_control::MetricsRequest;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -36,7 +37,7 @@ const DEADLINE: Duration = Duration::from_secs(2);
 fn handle(s: TcpStream, shared: &Shared) -> std::io::Result<()> {
     s.set_nonblocking(false)?;
     let mut s = super::conn::Deadline::new(s, DEADLINE);
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; espgw_control::MAX_METRICS_HEAD];
     let mut n = 0;
     // Read the request head (bounded); only the request line matters.
     while n < buf.len() {
@@ -45,17 +46,13 @@ fn handle(s: TcpStream, shared: &Shared) -> std::io::Result<()> {
             break;
         }
         n += k;
-        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        if espgw_control::head_complete(&buf[..n]) {
             break;
         }
     }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let mut parts = head.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, body, ctype) = if method == "GET" && (path == "/metrics" || path == "/") {
-        ("200 OK", render(shared), "text/plain; version=0.0.4")
-    } else {
-        ("404 Not Found", "not found\n".to_string(), "text/plain")
+    let (status, body, ctype) = match MetricsRequest::parse(&buf[..n]) {
+        MetricsRequest::Metrics => ("200 OK", render(shared), "text/plain; version=0.0.4"),
+        MetricsRequest::NotFound => ("404 Not Found", "not found\n".to_string(), "text/plain"),
     };
     s.renew(DEADLINE);
     write!(

@@ -3,6 +3,7 @@
 //! control socket and the metrics endpoint. SIGHUP or `espgw reload` applies a new
 //! configuration without stopping traffic; SIGINT / SIGTERM stop it cleanly.
 
+pub mod confine;
 pub mod conn;
 pub mod control;
 pub mod log;
@@ -66,6 +67,8 @@ pub struct RunOptions {
     pub fanout: FanoutArg,
     pub ring_frames: usize,
     pub state: crate::seq_store::StateArgs,
+    pub user: Option<String>,
+    pub seccomp: confine::SeccompArg,
 }
 
 /// The TUN prefix of an interface name: `interface = "tun:espgw0"`.
@@ -299,6 +302,23 @@ fn open_ports(
     Ok(set)
 }
 
+/// A reload's file must be readable by the user the gateway became at start-up: say so
+/// plainly rather than "permission denied".
+fn readable_by_us(path: &Path) -> Result<(), String> {
+    match std::fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let uid = espgw_io::process::effective_uid();
+            let user = confine::user_name(uid);
+            Err(format!(
+                "{}: not readable by the gateway's user {user} (uid {uid}), which it runs as \
+                 after start-up: give the file to that user (mode 0600)",
+                path.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Applies the configuration at `path` (or the current file) to a running gateway. On
 /// any error the running configuration stays as it was.
 pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> {
@@ -313,6 +333,9 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
                 .clone(),
         };
         let builtin = path == Path::new("<built-in default>");
+        if !builtin {
+            readable_by_us(&path)?;
+        }
         let (mut cfg, path) = load(&(!builtin).then_some(path), shared.format)?;
         let same_ports = cfg.ports.len() == shared.facts.len()
             && cfg
@@ -370,8 +393,8 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
 }
 
 /// The gateway's housekeeping until it stops: outbound reservations kept ahead of the
-/// data path and inbound windows on disk (every 10 ms), and SA events reported (every
-/// 100 ms). A failing state directory is logged (once a second at most): the SAs then stop
+/// data path and inbound windows on disk (every 10 ms), SA events reported and the
+/// neighbour cache aged (every 100 ms). A failing state directory is logged (once a second at most): the SAs then stop
 /// at their ceilings and drop as `seq_unreserved` rather than reuse a number.
 fn housekeeping(shared: &Shared) {
     let mut last_error: Option<Instant> = None;
@@ -387,6 +410,7 @@ fn housekeeping(shared: &Shared) {
         }
         if round.is_multiple_of(10) {
             report_sa_events(shared);
+            shared.neighbours.expire(Instant::now());
         }
         round += 1;
         std::thread::sleep(Duration::from_millis(10));
@@ -410,10 +434,78 @@ fn report_sa_events(shared: &Shared) {
     }
 }
 
+/// Starts the gateway's threads (after [`confine::confine`], so each inherits its
+/// credentials and filter): housekeeping, one worker per port set, control, metrics and
+/// signals. Returns the handles to wait for: the workers and housekeeping.
+fn spawn_threads(
+    opts: &RunOptions,
+    shared: &Arc<Shared>,
+    set: PortSet,
+    control: control::Server,
+    metrics_listener: Option<std::net::TcpListener>,
+    mut signals: signal_hook::iterator::Signals,
+) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+    let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(f)
+            .map_err(|e| e.to_string())
+    };
+    let mut handles = Vec::new();
+    let s = shared.clone();
+    handles.push(spawn(
+        "espgw-housekeeping".into(),
+        Box::new(move || housekeeping(&s)),
+    )?);
+    let cores = if opts.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    for (id, ports) in set.into_iter().enumerate() {
+        let w = Worker::new(id, shared.clone(), ports);
+        let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
+        handles.push(spawn(
+            format!("espgw-worker-{id}"),
+            Box::new(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                w.run()
+            }),
+        )?);
+    }
+    let s = shared.clone();
+    spawn("espgw-control".into(), Box::new(move || control.serve(s)))?;
+    if let Some(l) = metrics_listener {
+        let s = shared.clone();
+        spawn(
+            "espgw-metrics".into(),
+            Box::new(move || metrics::serve(l, s)),
+        )?;
+    }
+    let s = shared.clone();
+    spawn(
+        "espgw-signals".into(),
+        Box::new(move || {
+            for sig in signals.forever() {
+                if sig == signal_hook::consts::SIGHUP {
+                    let _ = reload(&s, None);
+                } else {
+                    s.stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }),
+    )?;
+    Ok(handles)
+}
+
 /// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
 pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), String> {
     // Before any key is read: no core dump of this process will ever hold one.
     espgw_io::process::forbid_core_dumps().map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    let account = confine::account(opts.user.as_deref())?;
     let (mut cfg, path) = load(&opts.config, opts.format)?;
     let mut facts = port_facts(&cfg)?;
     apply_facts(&mut cfg, &facts);
@@ -452,77 +544,35 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         provider.clone(),
         store,
     ));
-    let housekeeper = {
-        let s = shared.clone();
-        std::thread::Builder::new()
-            .name("espgw-housekeeping".into())
-            .spawn(move || housekeeping(&s))
-            .map_err(|e| e.to_string())?
-    };
-    let cores = if opts.pin {
-        core_affinity::get_core_ids().unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let mut handles = Vec::new();
-    for (id, ports) in set.into_iter().enumerate() {
-        let w = Worker::new(id, shared.clone(), ports);
-        let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("espgw-worker-{id}"))
-                .spawn(move || {
-                    if let Some(c) = core {
-                        core_affinity::set_for_current(c);
-                    }
-                    w.run()
-                })
-                .map_err(|e| e.to_string())?,
-        );
-    }
+    // Everything that needs privileges is opened here, before the switch.
     let control = control::Server::bind(&opts.control).map_err(|e| e.to_string())?;
-    {
-        let s = shared.clone();
-        std::thread::Builder::new()
-            .name("espgw-control".into())
-            .spawn(move || control.serve(s))
-            .map_err(|e| e.to_string())?;
-    }
-    if let Some(addr) = opts.metrics {
-        if !addr.ip().is_loopback() {
-            crate::warn!("metrics", "address" => addr,
-                "detail" => "served beyond this host: counters and SA names are visible to \
-                             anyone who can reach it (bind to 127.0.0.1 behind a proxy)");
+    let metrics_listener = match opts.metrics {
+        Some(addr) => {
+            if !addr.ip().is_loopback() {
+                crate::warn!("metrics", "address" => addr,
+                    "detail" => "served beyond this host: counters and SA names are visible to \
+                                 anyone who can reach it (bind to 127.0.0.1 behind a proxy)");
+            }
+            Some(std::net::TcpListener::bind(addr).map_err(|e| format!("metrics {addr}: {e}"))?)
         }
-        let l = std::net::TcpListener::bind(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
-        let s = shared.clone();
-        std::thread::Builder::new()
-            .name("espgw-metrics".into())
-            .spawn(move || metrics::serve(l, s))
-            .map_err(|e| e.to_string())?;
+        None => None,
+    };
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(|e| e.to_string())?;
+    if let Some(a) = &account {
+        if a.uid != espgw_io::process::effective_uid() {
+            let state_dir = shared.seq_store.as_ref().map(|s| s.dir().to_path_buf());
+            let mut give: Vec<&Path> = vec![&opts.control];
+            give.extend(state_dir.as_deref());
+            confine::hand_over(a, &give)?;
+        }
     }
-    {
-        let s = shared.clone();
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGHUP,
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-        ])
-        .map_err(|e| e.to_string())?;
-        std::thread::Builder::new()
-            .name("espgw-signals".into())
-            .spawn(move || {
-                for sig in signals.forever() {
-                    if sig == signal_hook::consts::SIGHUP {
-                        let _ = reload(&s, None);
-                    } else {
-                        s.stop.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                }
-            })
-            .map_err(|e| e.to_string())?;
-    }
+    confine::confine(account.as_ref(), opts.seccomp)?;
+    let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)?;
     crate::info!("started", "config" => path.display(), "workers" => workers,
         "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),
         "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
@@ -531,7 +581,6 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
     for h in handles {
         let _ = h.join();
     }
-    let _ = housekeeper.join();
     let _ = std::fs::remove_file(&opts.control);
     if let Some(store) = &shared.seq_store {
         // Where each inbound window stands, exactly, for the next start.

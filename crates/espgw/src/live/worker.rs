@@ -359,8 +359,8 @@ impl Worker {
     /// Releases held packets, expires reassembly, and publishes counters.
     fn housekeeping(&mut self, now: Instant) {
         self.release_held(now);
-        let expired = self.reasm.expire(now);
-        self.pipeline.counters.drops[DropReason::Reassembly as usize] += expired as u64;
+        let expired = self.reasm.expire(now) as u64 + self.reasm.take_evicted();
+        self.pipeline.counters.drops[DropReason::Reassembly as usize] += expired;
         self.publish();
     }
 

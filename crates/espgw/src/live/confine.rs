@@ -1,0 +1,211 @@
+//! Least privilege for the running gateway. Start-up needs root or a few capabilities
+//! (open AF_XDP/AF_PACKET sockets, load the XDP program, create TUN devices); once every
+//! port, socket and file the gateway will use is open, it
+//! 1. becomes an unprivileged user (`--user`, default `espgw` where that user exists),
+//! 2. keeps one capability, CAP_IPC_LOCK, which `mlockall(MCL_FUTURE)` needs so that memory
+//!    allocated later is locked as well (the kernel checks it at every new mapping),
+//! 3. locks all its memory (no key reaches swap; core dumps were forbidden before the
+//!    configuration was read),
+//! 4. installs a seccomp filter allowing only the system calls listed in [`ALLOWED`].
+//!
+//! Capabilities and the filter are per thread and inherited: this runs on the main thread
+//! before any other thread starts.
+
+use espgw_io::process::{self, Account, Capability};
+use espgw_io::seccomp::{self, Action, WithArg0};
+use std::path::Path;
+
+/// What a system call outside the list does (`--seccomp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeccompArg {
+    /// Kill the gateway (SIGSYS): the default.
+    Kill,
+    /// Allow it, and have the kernel log it (audit): to find a call the list lacks.
+    Log,
+    /// No filter.
+    Off,
+}
+
+/// The one capability kept after start-up.
+pub const KEPT: &[Capability] = &[Capability::IpcLock];
+
+/// Every system call the running gateway makes, found with `strace -f` over the live test
+/// suite (packet I/O on all three back-ends, reload, show, stop, metrics, SIGHUP, sequence
+/// state) and by reading the code paths strace cannot reach in a test (error paths, abort).
+pub const ALLOWED: &[libc::c_long] = &[
+    // Packet I/O: AF_XDP kicks and waits, AF_PACKET rings, TUN reads and writes.
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_recvfrom,
+    libc::SYS_sendto,
+    libc::SYS_recvmsg,
+    libc::SYS_sendmsg,
+    libc::SYS_recvmmsg,
+    libc::SYS_sendmmsg,
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+    libc::SYS_getsockopt,
+    // Control socket and metrics: accept, deadlines, non-blocking listeners.
+    libc::SYS_accept4,
+    libc::SYS_setsockopt,
+    libc::SYS_getsockname,
+    libc::SYS_getpeername,
+    libc::SYS_shutdown,
+    libc::SYS_ioctl,
+    libc::SYS_fcntl,
+    libc::SYS_close,
+    // Reload (reading the configuration) and sequence state (write, fsync, rename).
+    libc::SYS_openat,
+    libc::SYS_newfstatat,
+    libc::SYS_fstat,
+    libc::SYS_statx,
+    libc::SYS_lseek,
+    libc::SYS_getdents64,
+    libc::SYS_fsync,
+    libc::SYS_fdatasync,
+    libc::SYS_rename,
+    libc::SYS_renameat,
+    libc::SYS_renameat2,
+    libc::SYS_unlink,
+    libc::SYS_unlinkat,
+    libc::SYS_mkdir,
+    libc::SYS_mkdirat,
+    libc::SYS_readlink,
+    libc::SYS_getcwd,
+    // Memory.
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_brk,
+    // Threads (connection threads are started while running), time, signals.
+    libc::SYS_clone,
+    libc::SYS_clone3,
+    libc::SYS_set_robust_list,
+    libc::SYS_rseq,
+    libc::SYS_futex,
+    libc::SYS_sched_yield,
+    libc::SYS_sched_getaffinity,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_sigaltstack,
+    libc::SYS_rt_sigaction,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_nanosleep,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_clock_gettime,
+    libc::SYS_gettimeofday,
+    libc::SYS_getrandom,
+    libc::SYS_getpid,
+    libc::SYS_getuid,
+    libc::SYS_geteuid,
+    libc::SYS_getgid,
+    libc::SYS_getegid,
+    libc::SYS_gettid,
+    libc::SYS_tgkill,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+];
+
+/// Calls allowed for one first argument: thread names (prctl PR_SET_NAME, so that no
+/// running thread can make the process dumpable again), and the AF_XDP socket map entry a
+/// closing port removes (bpf BPF_MAP_DELETE_ELEM; no program or map can be loaded).
+pub const ALLOWED_WITH_ARG0: &[WithArg0] = &[
+    WithArg0 {
+        nr: libc::SYS_prctl,
+        arg0: libc::PR_SET_NAME as u32,
+    },
+    WithArg0 {
+        nr: libc::SYS_bpf,
+        arg0: 3, // BPF_MAP_DELETE_ELEM
+    },
+];
+
+/// The account `--user` names, or by default `espgw` when the gateway starts as root and
+/// that user exists (`None`: stay the user it was started as).
+pub fn account(user: Option<&str>) -> Result<Option<Account>, String> {
+    let root = process::effective_uid() == 0;
+    let name = match user {
+        Some(u) => u,
+        None if root => "espgw",
+        None => return Ok(None),
+    };
+    match process::lookup_user(name).map_err(|e| format!("--user {name}: {e}"))? {
+        // Already that user (a service started as it): nothing to switch.
+        Some(a) if a.uid == process::effective_uid() => Ok(None),
+        Some(_) if !root => Err(format!(
+            "--user {name}: only root can change user (the gateway runs as uid {})",
+            process::effective_uid()
+        )),
+        Some(a) => Ok(Some(a)),
+        None if user.is_none() => Ok(None),
+        None => Err(format!("--user {name}: no such user")),
+    }
+}
+
+/// The name of `uid` from /etc/passwd (read before the filter: it is only called on
+/// reloads, and reading a file is allowed), or the number.
+pub fn user_name(uid: u32) -> String {
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|p| {
+            p.lines().find_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                (f.len() > 2 && f[2] == uid.to_string()).then(|| f[0].to_string())
+            })
+        })
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// Gives the files the gateway writes while running to `account`: the sequence-state
+/// directory and the control socket (so that `espgw stop` can remove it and the user may
+/// use it). Called before the switch, as systemd's StateDirectory= would.
+pub fn hand_over(account: &Account, paths: &[&Path]) -> Result<(), String> {
+    for p in paths {
+        if p.exists() {
+            process::give_to(p, account)
+                .map_err(|e| format!("giving {} to user {}: {e}", p.display(), account.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Steps 1-4 above. Memory that cannot be locked (no CAP_IPC_LOCK when started as a plain
+/// user) is a warning, not a refusal.
+pub fn confine(account: Option<&Account>, seccomp_mode: SeccompArg) -> Result<(), String> {
+    if account.is_none() && process::effective_uid() == 0 {
+        crate::warn!("privileges", "detail" => "running as root: no user espgw and no --user \
+            given (only the capabilities are reduced)");
+    }
+    process::drop_privileges(account, KEPT).map_err(|e| format!("dropping privileges: {e}"))?;
+    // Asked now: capget is not in the filter's list.
+    let kept = if process::permitted(Capability::IpcLock).unwrap_or(false) {
+        "ipc_lock"
+    } else {
+        "none"
+    };
+    let locked = match process::lock_memory() {
+        Ok(()) => true,
+        Err(e) => {
+            crate::warn!("mlockall", "error" => e,
+                "detail" => "memory is not locked: keys may reach swap");
+            false
+        }
+    };
+    let action = match seccomp_mode {
+        SeccompArg::Kill => Some(Action::Kill),
+        SeccompArg::Log => Some(Action::Log),
+        SeccompArg::Off => None,
+    };
+    if let Some(a) = action {
+        seccomp::install(ALLOWED, ALLOWED_WITH_ARG0, a).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    crate::info!("confined",
+        "user" => account.map_or_else(|| format!("uid {}", process::effective_uid()), |a| a.name.clone()),
+        "capabilities" => kept, "memory_locked" => locked,
+        "seccomp" => format!("{seccomp_mode:?}").to_lowercase());
+    Ok(())
+}

@@ -29,7 +29,10 @@ portable=(env ESPGW_NO_IPSEC_MB=1 ESPGW_NO_AF_XDP=1 CARGO_TARGET_DIR="$target/po
 "${portable[@]}" cargo clippy -q -p espgw-crypto -p espgw-io --all-targets -- -D warnings
 "${portable[@]}" cargo test -q -p espgw-wire -p espgw-crypto -p espgw-core -p espgw-config
 "${portable[@]}" cargo build --release -q -p espgw
-"$target/portable/release/espgw" --version | tee /dev/stderr | grep -qx "crypto back-ends: aws-lc-rs (auto: aws-lc-rs)"
+# (Not `tee /dev/stderr`: where stderr is a file, tee would reopen and truncate it.)
+version=$("$target/portable/release/espgw" --version)
+echo "$version"
+grep -qx "crypto back-ends: aws-lc-rs (auto: aws-lc-rs)" <<<"$version"
 ESPGW_BIN=$target/portable/release/espgw /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/interop
 echo "== interop: scapy and tshark"
 ESPGW_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/interop

@@ -48,6 +48,9 @@ pub enum BenchCmd {
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
+        /// Run under the live gateway's seccomp filter (kill mode), to measure its cost.
+        #[arg(long)]
+        seccomp: bool,
     },
     /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
     Spd {
@@ -82,7 +85,12 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             directions,
             no_raw,
             json,
+            seccomp,
         } => {
+            if seccomp {
+                crate::live::confine::install_filter(crate::live::confine::SeccompArg::Kill)?;
+                println!("under the live gateway's seccomp filter (kill mode)");
+            }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
             let with_raw = !no_raw;
             dataplane(

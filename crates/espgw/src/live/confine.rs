@@ -173,6 +173,17 @@ pub fn hand_over(account: &Account, paths: &[&Path]) -> Result<(), String> {
     Ok(())
 }
 
+/// Step 4 alone: the gateway's system-call filter on every thread of the process (also
+/// used by `bench dataplane --seccomp` to measure what it costs).
+pub fn install_filter(mode: SeccompArg) -> Result<(), String> {
+    let action = match mode {
+        SeccompArg::Kill => Action::Kill,
+        SeccompArg::Log => Action::Log,
+        SeccompArg::Off => return Ok(()),
+    };
+    seccomp::install(ALLOWED, ALLOWED_WITH_ARG0, action).map_err(|e| format!("seccomp: {e}"))
+}
+
 /// Steps 1-4 above. Memory that cannot be locked (no CAP_IPC_LOCK when started as a plain
 /// user) is a warning, not a refusal.
 pub fn confine(account: Option<&Account>, seccomp_mode: SeccompArg) -> Result<(), String> {
@@ -195,14 +206,7 @@ pub fn confine(account: Option<&Account>, seccomp_mode: SeccompArg) -> Result<()
             false
         }
     };
-    let action = match seccomp_mode {
-        SeccompArg::Kill => Some(Action::Kill),
-        SeccompArg::Log => Some(Action::Log),
-        SeccompArg::Off => None,
-    };
-    if let Some(a) = action {
-        seccomp::install(ALLOWED, ALLOWED_WITH_ARG0, a).map_err(|e| format!("seccomp: {e}"))?;
-    }
+    install_filter(seccomp_mode)?;
     crate::info!("confined",
         "user" => account.map_or_else(|| format!("uid {}", process::effective_uid()), |a| a.name.clone()),
         "capabilities" => kept, "memory_locked" => locked,

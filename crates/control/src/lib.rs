@@ -5,6 +5,7 @@
 //! optional: the current file), `{"cmd":"stop"}`. The metrics endpoint answers `GET
 //! /metrics` (or `/`) and nothing else. Both parsers take at most what the server read
 //! (bounded there) and never panic; `fuzz/` holds a target for each.
+#![forbid(unsafe_code)]
 
 use serde_json::{json, Value};
 use std::path::PathBuf;

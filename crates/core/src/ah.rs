@@ -20,22 +20,16 @@ use espgw_crypto::AhKey;
 use espgw_wire::{ipv6, proto};
 
 use crate::counters::DropReason;
-use crate::esp_in::{restore_inner, restore_transport_header};
-use crate::esp_out::{emit_tunnel_header, fix_ip_length, transport_split};
+use crate::encap::{
+    emit_tunnel_header, fix_ip_length, restore_inner, restore_transport_header, transport_split,
+};
 use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 use crate::sa::Sa;
 use crate::tables::Tables;
 
-/// Next header, payload length, reserved, SPI, sequence number.
-pub const FIXED_LEN: usize = 12;
-
-/// AH header length with `iv_icv_len` bytes of IV and ICV: 12 fixed bytes and those,
-/// padded to 4 bytes over IPv4 and 8 over IPv6 (RFC 4302 §2.2, §3.3.3.2.1).
-pub fn header_len(iv_icv_len: usize, v4: bool) -> usize {
-    let align = if v4 { 4 } else { 8 };
-    (FIXED_LEN + iv_icv_len).div_ceil(align) * align
-}
+use espgw_wire::ah::AhHeader;
+pub use espgw_wire::ah::{header_len, FIXED_LEN};
 
 /// IPv4 options that stay the same in transit (RFC 4302 Appendix A.1), by option number:
 /// end of list, no-op, security, extended security, commercial security, router alert,
@@ -236,16 +230,12 @@ pub fn protect(
     };
     let d = pkt.data_mut();
     let ah = &mut d[ah_off..ah_off + ah_len];
-    ah[0] = next_header;
-    ah[1] = (ah_len / 4 - 2) as u8;
-    ah[2..4].fill(0);
-    ah[4..8].copy_from_slice(&sa.spi.to_be_bytes());
-    ah[8..12].copy_from_slice(&(seq as u32).to_be_bytes());
+    espgw_wire::ah::emit_header(ah, next_header, ah_len, sa.spi, seq as u32)
+        .map_err(|_| DropReason::TooBig)?;
     // GMAC's IV: the sequence number, unique for the key's life since it never wraps.
     let iv_len = key.iv_len();
     let iv = seq.to_be_bytes();
     ah[FIXED_LEN..FIXED_LEN + iv_len].copy_from_slice(&iv[8 - iv_len..]);
-    ah[FIXED_LEN + iv_len..].fill(0);
     let at = AhAt {
         off: ah_off,
         len: ah_len,
@@ -335,12 +325,9 @@ pub fn classify(
     if info.is_fragment || behind_fragment {
         return Err((DropReason::Fragment, None));
     }
-    let ah = d
-        .get(ah_off..ah_off + FIXED_LEN)
-        .ok_or((DropReason::Truncated, None))?;
-    let spi = u32::from_be_bytes([ah[4], ah[5], ah[6], ah[7]]);
-    let seq_low = u32::from_be_bytes([ah[8], ah[9], ah[10], ah[11]]);
-    let ah_len = (usize::from(ah[1]) + 2) * 4;
+    let ah = AhHeader::new_checked(d.get(ah_off..).unwrap_or(&[]))
+        .map_err(|_| (DropReason::Truncated, None))?;
+    let (spi, seq_low, ah_len) = (ah.spi(), ah.seq(), ah.header_len());
     let sa_idx = *tables
         .ah_in_by_spi
         .get(&spi)
@@ -365,7 +352,7 @@ pub fn classify(
         ah_off,
         ah_len,
         nh_at,
-        next_header: ah[0],
+        next_header: ah.next_header(),
         outer_tos: info.tos,
         v4: info.key.v4,
     }))

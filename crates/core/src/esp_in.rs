@@ -3,11 +3,11 @@
 //! the trailer and removing the encapsulation.
 
 use espgw_config::Mode;
-use espgw_wire::ipv4::Ipv4Packet;
 use espgw_wire::ipv6::Ipv6Packet;
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
+use crate::encap::{restore_inner, restore_transport_header};
 use crate::flow::IpInfo;
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -142,21 +142,6 @@ pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReaso
     }
 }
 
-/// RFC 6040 §4.2: the inner ECN field after decapsulation, or `None` to drop.
-pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
-    const NOT_ECT: u8 = 0;
-    const ECT1: u8 = 1;
-    const ECT0: u8 = 2;
-    const CE: u8 = 3;
-    match (inner, outer) {
-        (NOT_ECT, CE) => None,
-        (NOT_ECT, _) => Some(NOT_ECT),
-        (ECT0, ECT1) => Some(ECT1),
-        (ECT0 | ECT1, CE) => Some(CE),
-        (i, _) => Some(i),
-    }
-}
-
 /// Removes the ESP encapsulation from an authenticated, decrypted packet. On success the
 /// packet holds the inner IP packet (tunnel) or the restored IP packet (transport).
 #[inline]
@@ -188,79 +173,5 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             }
             restore_transport_header(pkt.data_mut(), job.nh_at, t.next_header, job.outer_v4)
         }
-    }
-}
-
-/// Tunnel mode: `pkt` starts at the inner packet (perhaps followed by TFC padding, RFC 4303
-/// §2.7): applies RFC 6040 ECN decapsulation with the outer `outer_tos` and trims the packet
-/// to the inner header's own length.
-pub(crate) fn restore_inner(
-    pkt: &mut Packet,
-    inner_v4: bool,
-    outer_tos: u8,
-) -> Result<(), DropReason> {
-    let d = pkt.data_mut();
-    let outer_ecn = outer_tos & 3;
-    let inner_len = if inner_v4 {
-        let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-        let tos = ip.tos();
-        let ecn = ecn_decap(outer_ecn, tos & 3).ok_or(DropReason::EcnDrop)?;
-        if ecn != tos & 3 {
-            ip.set_tos((tos & !3) | ecn);
-            ip.fill_checksum();
-        }
-        ip.total_len()
-    } else {
-        let mut ip = Ipv6Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-        let tc = ip.traffic_class();
-        let ecn = ecn_decap(outer_ecn, tc & 3).ok_or(DropReason::EcnDrop)?;
-        if ecn != tc & 3 {
-            ip.set_traffic_class((tc & !3) | ecn);
-        }
-        ip.total_len()
-    };
-    pkt.truncate(inner_len);
-    Ok(())
-}
-
-/// Transport mode: once the ESP or AH bytes are gone, `d` is the restored packet: the
-/// byte at `nh_at` names `next_header` again and the IP length (and IPv4 checksum) match.
-pub(crate) fn restore_transport_header(
-    d: &mut [u8],
-    nh_at: usize,
-    next_header: u8,
-    v4: bool,
-) -> Result<(), DropReason> {
-    let total = d.len();
-    *d.get_mut(nh_at).ok_or(DropReason::Malformed)? = next_header;
-    if v4 {
-        // The header still holds the longer length: fix it before the checked view looks.
-        let tl = u16::try_from(total).map_err(|_| DropReason::Malformed)?;
-        d[2..4].copy_from_slice(&tl.to_be_bytes());
-        let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-        ip.fill_checksum();
-    } else {
-        let plen = u16::try_from(total.saturating_sub(40)).map_err(|_| DropReason::Malformed)?;
-        d.get_mut(4..6)
-            .ok_or(DropReason::Malformed)?
-            .copy_from_slice(&plen.to_be_bytes());
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ecn_decap;
-
-    #[test]
-    fn rfc6040_decapsulation_table() {
-        // ecn_decap(outer, inner), RFC 6040 Figure 4.
-        assert_eq!(ecn_decap(0, 0), Some(0));
-        assert_eq!(ecn_decap(3, 0), None);
-        assert_eq!(ecn_decap(1, 2), Some(1));
-        assert_eq!(ecn_decap(3, 2), Some(3));
-        assert_eq!(ecn_decap(3, 1), Some(3));
-        assert_eq!(ecn_decap(2, 3), Some(3));
-        assert_eq!(ecn_decap(0, 3), Some(3));
     }
 }

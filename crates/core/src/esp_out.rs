@@ -7,11 +7,11 @@
 //! IV length, padding alignment and ICV length come from the SA's algorithm suite.
 
 use espgw_config::Mode;
-use espgw_wire::ipv4::{Ipv4Packet, Ipv4Repr};
-use espgw_wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use espgw_wire::ipv6::{self, Ipv6Packet};
 use espgw_wire::{esp, proto, udp};
 
 use crate::counters::DropReason;
+use crate::encap::{emit_tunnel_header, fix_ip_length, transport_split};
 use crate::flow::IpInfo;
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -172,85 +172,6 @@ pub fn encapsulate(
             })
         }
     }
-}
-
-/// Writes the outer IP header of a tunnel-mode packet of `total` bytes (ESP or AH) at the
-/// start of `d`; returns the family and destination to route on. RFC 4301 §5.1.2.1 /
-/// RFC 6040 normal mode: DSCP and ECN are copied from the inner header, and DF from an
-/// inner IPv4 header.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-pub(crate) fn emit_tunnel_header(
-    d: &mut [u8],
-    local: std::net::IpAddr,
-    remote: std::net::IpAddr,
-    protocol: u8,
-    inner: &IpInfo,
-    ttl: u8,
-    seq: u64,
-    total: usize,
-) -> Result<(bool, u128), DropReason> {
-    match (local, remote) {
-        (std::net::IpAddr::V4(l), std::net::IpAddr::V4(r)) => {
-            Ipv4Repr {
-                src: l,
-                dst: r,
-                protocol,
-                tos: inner.tos,
-                ttl,
-                ident: seq as u16,
-                dont_fragment: inner.key.v4 && inner.dont_fragment,
-                payload_len: total - 20,
-            }
-            .emit(d)
-            .map_err(|_| DropReason::TooBig)?;
-            Ok((true, u128::from(u32::from(r))))
-        }
-        (std::net::IpAddr::V6(l), std::net::IpAddr::V6(r)) => {
-            Ipv6Repr {
-                src: l,
-                dst: r,
-                next_header: protocol,
-                traffic_class: inner.tos,
-                flow_label: 0,
-                hop_limit: ttl,
-                payload_len: total - ipv6::HEADER_LEN,
-            }
-            .emit(d)
-            .map_err(|_| DropReason::TooBig)?;
-            Ok((false, u128::from(r)))
-        }
-        _ => Err(DropReason::SaMismatch),
-    }
-}
-
-/// Transport mode: the end of the headers that stay in front of ESP or AH, and the offset
-/// of the byte naming what follows them (IPv4: the protocol field; IPv6: after hop-by-hop,
-/// routing and fragment headers, RFC 4303 §3.1.1, RFC 4302 §3.1.1).
-#[inline]
-pub(crate) fn transport_split(d: &[u8], info: &IpInfo) -> Result<(usize, usize), DropReason> {
-    if info.key.v4 {
-        Ok((info.upper_off, 9))
-    } else {
-        let v6 = Ipv6Packet::new_checked(d).map_err(|_| DropReason::Malformed)?;
-        let u = v6.upper_layer().map_err(|_| DropReason::Malformed)?;
-        Ok((u.per_hop_end, u.per_hop_next_header_at))
-    }
-}
-
-/// Transport mode: after ESP or AH was inserted, the packet is `total` bytes: fix the IP
-/// length (and the IPv4 checksum).
-#[inline]
-pub(crate) fn fix_ip_length(d: &mut [u8], v4: bool, total: usize) -> Result<(), DropReason> {
-    if v4 {
-        let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
-        ip.set_total_len(u16::try_from(total).map_err(|_| DropReason::TooBig)?);
-        ip.fill_checksum();
-    } else {
-        let plen = u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
-        d[4..6].copy_from_slice(&plen.to_be_bytes());
-    }
-    Ok(())
 }
 
 /// Work left after encryption: the UDP checksum of ESP-in-UDP over IPv6, which covers the

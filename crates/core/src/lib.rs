@@ -9,13 +9,21 @@
 //! - [`sa`]: security associations and their mutable state;
 //! - [`replay`]: the anti-replay window (RFC 4303 §3.4.3, RFC 6479);
 //! - [`esp_out`], [`esp_in`]: the ESP transforms;
+//! - [`encap`]: what ESP and AH share: tunnel headers, transport-mode fix-ups;
+//! - [`ah`]: the AH transforms (RFC 4302), alone or around ESP (bundles);
+//! - [`pipeline`]: a burst through the SPD, the SAs and the transforms;
 //! - [`route`]: longest-prefix match and neighbours;
+//! - [`neighbour`]: addresses learned by ARP and ND, bounded and aged;
+//! - [`host`]: the gateway as a host: ARP, ND, ping, ICMP errors;
+//! - [`fragment`]: IPv4 fragmentation before encryption;
+//! - [`reassembly`]: fragmented ESP put back together, bounded;
 //! - [`tables`]: one immutable snapshot of all of the above, built from a config;
 //! - [`counters`]: drop reasons and counters.
 #![forbid(unsafe_code)]
 
 pub mod ah;
 pub mod counters;
+pub mod encap;
 pub mod esp_in;
 pub mod esp_out;
 pub mod flow;

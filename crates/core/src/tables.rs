@@ -67,7 +67,7 @@ fn ah_header_len(sa: &SaConfig) -> usize {
         espgw_crypto::Integrity::AesGmac { .. } => espgw_crypto::ah::GMAC_IV_LEN,
         _ => 0,
     };
-    crate::ah::header_len(iv + sa.suite.integ.icv_len(), v4)
+    espgw_wire::ah::header_len(iv + sa.suite.integ.icv_len(), v4)
 }
 
 pub struct Tables {

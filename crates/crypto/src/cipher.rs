@@ -172,14 +172,7 @@ fn tdes_cbc(k: &des::TdesEde3, iv: &[u8], text: &mut [u8], encrypt: bool) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_util::hex;
 
     /// RFC 3602 §4 cases 1-4 (the raw AES-CBC ones; the ESP packet cases are in the ESP
     /// transform's tests).

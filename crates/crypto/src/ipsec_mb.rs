@@ -11,6 +11,7 @@
 //! An `IMB_MGR` holds mutable per-thread state (job queues), so each thread owns one,
 //! created on first use; keys (`gcm_key_data`) are read-only after precomputation and are
 //! shared by all threads.
+#![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
 pub use imp::{IpsecMbProvider, MbApi};

@@ -1,4 +1,5 @@
 //! espgw: a fast, memory-safe userspace IPsec security gateway.
+#![forbid(unsafe_code)]
 
 mod bench;
 mod demo;

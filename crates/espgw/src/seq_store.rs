@@ -107,14 +107,25 @@ impl SeqStore {
                 .create(dir)
                 .map_err(dir_err)?;
         }
-        let probe = dir.join(".espgw-write-probe");
-        write_synced(&probe, "probe\n").map_err(dir_err)?;
-        fs::remove_file(&probe).map_err(dir_err)?;
-        Ok(SeqStore {
+        let store = SeqStore {
             dir: dir.to_path_buf(),
             block: block.max(2),
             inbound: Mutex::new((HashMap::new(), None)),
-        })
+        };
+        store.probe()?;
+        Ok(store)
+    }
+
+    /// Proves the directory can be written and synced now: at open, and again by the live
+    /// gateway once it has switched to its unprivileged user.
+    pub fn probe(&self) -> Result<(), StoreError> {
+        let dir_err = |source| StoreError::Dir {
+            path: self.dir.clone(),
+            source,
+        };
+        let probe = self.dir.join(".espgw-write-probe");
+        write_synced(&probe, "probe\n").map_err(dir_err)?;
+        fs::remove_file(&probe).map_err(dir_err)
     }
 
     pub fn dir(&self) -> &Path {

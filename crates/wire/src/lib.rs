@@ -5,6 +5,7 @@
 //! (a property test feeds them random bytes).
 #![forbid(unsafe_code)]
 
+pub mod ah;
 pub mod checksum;
 pub mod esp;
 pub mod ethernet;

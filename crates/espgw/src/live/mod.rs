@@ -572,6 +572,16 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         }
     }
     confine::confine(account.as_ref(), opts.seccomp)?;
+    if let Some(store) = &shared.seq_store {
+        // The sequence state must stay writable by the user the gateway now is (a parent
+        // directory it cannot enter would otherwise show only at the first renewal).
+        store.probe().map_err(|e| {
+            format!(
+                "{e} (after switching to uid {})",
+                espgw_io::process::effective_uid()
+            )
+        })?;
+    }
     let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)?;
     crate::info!("started", "config" => path.display(), "workers" => workers,
         "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),

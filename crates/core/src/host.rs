@@ -9,24 +9,19 @@
 
 use std::net::IpAddr;
 
-use espgw_wire::checksum;
 use espgw_wire::ethernet::{
     EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, HEADER_LEN,
 };
+use espgw_wire::icmp::{self, IcmpHeader};
 use espgw_wire::ipv4::Ipv4Packet;
 use espgw_wire::ipv6::Ipv6Packet;
+use espgw_wire::{arp, checksum, proto};
 
 use crate::counters::DropReason;
 use crate::neighbour::NeighbourCache;
 use crate::packet::{Packet, Verdict};
 use crate::tables::{PortInfo, Tables};
 
-const PROTO_ICMP: u8 = 1;
-const PROTO_UDP: u8 = 17;
-const PROTO_ESP: u8 = 50;
-const PROTO_AH: u8 = 51;
-const PROTO_FRAGMENT: u8 = 44;
-const PROTO_ICMPV6: u8 = 58;
 const ND_NS: u8 = 135;
 const ND_NA: u8 = 136;
 
@@ -71,18 +66,14 @@ fn on_link(info: &PortInfo, addr: IpAddr) -> bool {
 
 fn arp(p: &mut Packet, hl: usize, port: u16, info: &PortInfo, cache: &NeighbourCache) -> Triage {
     let d = p.data_mut();
-    let Some(a) = d.get_mut(hl..hl + 28) else {
+    // Ethernet / IPv4 ARP only (the view refuses anything else).
+    let Some(mut a) = d
+        .get_mut(hl..)
+        .and_then(|b| arp::ArpPacket::new_checked(b).ok())
+    else {
         return Triage::Drop(DropReason::Malformed);
     };
-    // Ethernet / IPv4 ARP only.
-    if a[0..6] != [0, 1, 8, 0, 6, 4] {
-        return Triage::Drop(DropReason::Malformed);
-    }
-    let op = u16::from_be_bytes([a[6], a[7]]);
-    let mut sha = [0u8; 6];
-    sha.copy_from_slice(&a[8..14]);
-    let spa = [a[14], a[15], a[16], a[17]];
-    let tpa = [a[24], a[25], a[26], a[27]];
+    let (sha, spa, tpa) = (a.sender_mac(), a.sender_ip(), a.target_ip());
     let sender = IpAddr::from(spa);
     let target = IpAddr::from(tpa);
     let for_us = info.addresses.iter().any(|p| p.addr == target);
@@ -96,15 +87,13 @@ fn arp(p: &mut Packet, hl: usize, port: u16, info: &PortInfo, cache: &NeighbourC
             cache.refresh(port, true, spa_bits, sha);
         }
     }
-    if op != 1 || !for_us {
+    if a.op() != arp::OP_REQUEST || !for_us {
         return Triage::Consumed;
     }
     // Request for one of our addresses: turn it into the reply.
-    a[7] = 2;
-    a[18..24].copy_from_slice(&sha);
-    a[24..28].copy_from_slice(&spa);
-    a[8..14].copy_from_slice(&info.mac);
-    a[14..18].copy_from_slice(&tpa);
+    a.set_op(arp::OP_REPLY);
+    a.set_target(sha, spa);
+    a.set_sender(info.mac, tpa);
     d[0..6].copy_from_slice(&sha);
     d[6..12].copy_from_slice(&info.mac);
     Triage::Reply
@@ -145,9 +134,9 @@ fn ipv4(p: &mut Packet, hl: usize, t: &Tables) -> Triage {
             return Triage::Fragment(hl);
         }
         return match proto {
-            PROTO_ESP | PROTO_AH => Triage::Pipeline,
-            PROTO_UDP if t.udp_encap_ports.contains(&dport) => Triage::Pipeline,
-            PROTO_ICMP if icmp_type == Some(8) => echo_reply_v4(p, hl, ihl, total, t),
+            proto::ESP | proto::AH => Triage::Pipeline,
+            proto::UDP if t.udp_encap_ports.contains(&dport) => Triage::Pipeline,
+            proto::ICMP if icmp_type == Some(8) => echo_reply_v4(p, hl, ihl, total, t),
             _ => Triage::Drop(DropReason::ToGateway),
         };
     }
@@ -175,25 +164,20 @@ fn echo_reply_v4(p: &mut Packet, hl: usize, ihl: usize, total: usize, t: &Tables
     p.truncate(hl + total);
     let d = p.data_mut();
     reflect_ethernet(d, mac);
-    let ip = &mut d[hl..];
-    if ip.len() < ihl + 8 {
+    if d.len() < hl + ihl + 8 {
         return Triage::Drop(DropReason::Malformed);
     }
-    let mut src = [0u8; 4];
-    src.copy_from_slice(&ip[12..16]);
-    ip.copy_within(16..20, 12);
-    ip[16..20].copy_from_slice(&src);
-    ip[8] = 64;
-    ip[10] = 0;
-    ip[11] = 0;
-    let c = checksum::checksum(&ip[..ihl]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let icmp = &mut ip[ihl..];
-    icmp[0] = 0;
-    icmp[2] = 0;
-    icmp[3] = 0;
-    let c = checksum::checksum(icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut d[hl..]) else {
+        return Triage::Drop(DropReason::Malformed);
+    };
+    ip.swap_addresses();
+    ip.set_ttl(64);
+    ip.fill_checksum();
+    let Ok(mut icmp) = IcmpHeader::new_checked(ip.payload_mut()) else {
+        return Triage::Drop(DropReason::Malformed);
+    };
+    icmp.set_msg_type(icmp::ECHO_REPLY);
+    icmp.fill_checksum();
     Triage::Reply
 }
 
@@ -233,7 +217,7 @@ fn ipv6(
         return match nh {
             // Neighbour discovery only from on-link senders (RFC 4861 §7.1: hop limit
             // 255); other ICMPv6 (ping) from anywhere.
-            PROTO_ICMPV6 => icmpv6_local(
+            proto::ICMPV6 => icmpv6_local(
                 p,
                 hl,
                 port,
@@ -242,8 +226,8 @@ fn ipv6(
                 (src, dst, plen, hop == 255),
                 src_mac,
             ),
-            PROTO_FRAGMENT if local => Triage::Fragment(hl),
-            PROTO_ESP | PROTO_AH | PROTO_UDP | 0 | 43 | 60 if local => Triage::Pipeline,
+            proto::FRAGMENT if local => Triage::Fragment(hl),
+            proto::ESP | proto::AH | proto::UDP | 0 | 43 | 60 if local => Triage::Pipeline,
             _ => Triage::Drop(DropReason::ToGateway),
         };
     }
@@ -353,7 +337,7 @@ fn icmpv6_local(
             let ip = &mut f[HEADER_LEN..];
             ip[0] = 0x60;
             ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-            ip[6] = PROTO_ICMPV6;
+            ip[6] = proto::ICMPV6;
             ip[7] = 255;
             ip[8..24].copy_from_slice(&target);
             ip[24..40].copy_from_slice(&na_dst);
@@ -401,7 +385,7 @@ pub fn icmpv6_checksum(src: &[u8; 16], dst: &[u8; 16], body: &[u8]) -> u16 {
     let mut s = checksum::sum(src, 0);
     s = checksum::sum(dst, s);
     s = checksum::sum(&(body.len() as u32).to_be_bytes(), s);
-    s = checksum::sum(&[0, 0, 0, PROTO_ICMPV6], s);
+    s = checksum::sum(&[0, 0, 0, proto::ICMPV6], s);
     checksum::finish(checksum::sum(body, s))
 }
 
@@ -418,11 +402,15 @@ pub fn build_solicitation(p: &mut Packet, info: &PortInfo, v4: bool, target: u12
             f[0..6].copy_from_slice(&[0xff; 6]);
             f[6..12].copy_from_slice(&info.mac);
             f[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
-            let a4 = &mut f[HEADER_LEN..];
-            a4[0..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-            a4[8..14].copy_from_slice(&info.mac);
-            a4[14..18].copy_from_slice(&a.octets());
-            a4[24..28].copy_from_slice(&(target as u32).to_be_bytes());
+            let request = arp::emit(
+                &mut f[HEADER_LEN..],
+                arp::OP_REQUEST,
+                (info.mac, a.octets()),
+                ([0; 6], (target as u32).to_be_bytes()),
+            );
+            if request.is_err() {
+                return false;
+            }
             p.load(&f)
         }
         IpAddr::V6(a) => {
@@ -436,7 +424,7 @@ pub fn build_solicitation(p: &mut Packet, info: &PortInfo, v4: bool, target: u12
             let ip = &mut f[HEADER_LEN..];
             ip[0] = 0x60;
             ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-            ip[6] = PROTO_ICMPV6;
+            ip[6] = proto::ICMPV6;
             ip[7] = 255;
             ip[8..24].copy_from_slice(&a.octets());
             ip[24..40].copy_from_slice(&dst);
@@ -478,7 +466,7 @@ fn may_answer(orig: &[u8]) -> bool {
                 return false;
             }
             let pl = ip.payload();
-            !(ip.protocol() == PROTO_ICMP && matches!(pl.first(), Some(3 | 4 | 5 | 11 | 12)))
+            !(ip.protocol() == proto::ICMP && matches!(pl.first(), Some(3 | 4 | 5 | 11 | 12)))
         }
         Some(6) => {
             let Ok(ip) = Ipv6Packet::new_checked(orig) else {
@@ -489,7 +477,7 @@ fn may_answer(orig: &[u8]) -> bool {
                 return false;
             }
             let pl = &orig[40..];
-            !(ip.next_header() == PROTO_ICMPV6 && pl.first().is_some_and(|&t| t < 128))
+            !(ip.next_header() == proto::ICMPV6 && pl.first().is_some_and(|&t| t < 128))
         }
         _ => false,
     }
@@ -511,7 +499,7 @@ pub fn build_icmp_error(out: &mut Packet, orig: &[u8], err: IcmpError, src: IpAd
             f[0] = 0x45;
             f[2..4].copy_from_slice(&(len as u16).to_be_bytes());
             f[8] = 64;
-            f[9] = PROTO_ICMP;
+            f[9] = proto::ICMP;
             f[12..16].copy_from_slice(&s.octets());
             f[16..20].copy_from_slice(&orig[12..16]);
             let c = checksum::checksum(&f[..20]);
@@ -540,7 +528,7 @@ pub fn build_icmp_error(out: &mut Packet, orig: &[u8], err: IcmpError, src: IpAd
             dst.copy_from_slice(&orig[8..24]);
             f[0] = 0x60;
             f[4..6].copy_from_slice(&((8 + quote) as u16).to_be_bytes());
-            f[6] = PROTO_ICMPV6;
+            f[6] = proto::ICMPV6;
             f[7] = 64;
             f[8..24].copy_from_slice(&s.octets());
             f[24..40].copy_from_slice(&dst);

@@ -140,6 +140,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     pub fn set_ttl(&mut self, ttl: u8) {
         self.bm()[field::TTL] = ttl;
     }
+    /// Swaps source and destination (a reply to the sender).
+    pub fn swap_addresses(&mut self) {
+        let (src, dst) = (self.src().octets(), self.dst().octets());
+        self.bm()[field::SRC..field::SRC + 4].copy_from_slice(&dst);
+        self.bm()[field::DST..field::DST + 4].copy_from_slice(&src);
+    }
+    /// The payload (to the header's total length), writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let (hl, tl) = (self.header_len(), self.total_len());
+        &mut self.bm()[hl..tl]
+    }
     /// Recomputes the header checksum.
     pub fn fill_checksum(&mut self) {
         let hl = self.header_len();

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ah;
+pub mod arp;
 pub mod checksum;
 pub mod esp;
 pub mod ethernet;

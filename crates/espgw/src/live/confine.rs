@@ -146,8 +146,9 @@ pub fn account(user: Option<&str>) -> Result<Option<Account>, String> {
     }
 }
 
-/// The name of `uid` from /etc/passwd (read before the filter: it is only called on
-/// reloads, and reading a file is allowed), or the number.
+/// The name of `uid` from /etc/passwd, or the number. Called on a refused reload, under
+/// the filter: the file is read directly because glibc's getpwuid may first try nscd's
+/// socket, and `socket` is not in the allow-list.
 pub fn user_name(uid: u32) -> String {
     std::fs::read_to_string("/etc/passwd")
         .ok()

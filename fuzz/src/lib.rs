@@ -5,6 +5,7 @@
 //! tunnel, inbound).
 use std::sync::{Arc, OnceLock};
 
+use espgw_core::neighbour::NeighbourCache;
 use espgw_core::Tables;
 
 pub const CONFIG: &str = r#"
@@ -211,4 +212,27 @@ pub fn tables() -> Arc<Tables> {
         Arc::new(Tables::build(&cfg, &espgw_crypto::aws_lc::AwsLcProvider, None).expect("tables"))
     })
     .clone()
+}
+
+/// Tables whose neighbours are learned into a cache, as the live gateway's are (so next
+/// hops can be unresolved, packets held, solicitations sent), built once per process; the
+/// cache is emptied on every call so learned state does not carry over between inputs.
+pub fn live_tables() -> (Arc<Tables>, Arc<NeighbourCache>) {
+    static T: OnceLock<(Arc<Tables>, Arc<NeighbourCache>)> = OnceLock::new();
+    let (t, cache) = T.get_or_init(|| {
+        let cfg = espgw_config::parse_unvalidated(
+            CONFIG,
+            "fuzz.toml",
+            None,
+            espgw_config::CryptoPolicy::default(),
+        )
+        .expect("fuzz config");
+        let cache = Arc::new(NeighbourCache::default());
+        let mut t =
+            Tables::build(&cfg, &espgw_crypto::aws_lc::AwsLcProvider, None).expect("tables");
+        t.neighbours.dynamic = Some(cache.clone());
+        (Arc::new(t), cache)
+    });
+    cache.clear();
+    (t.clone(), cache.clone())
 }

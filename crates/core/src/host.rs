@@ -23,7 +23,8 @@ use crate::packet::{Packet, Verdict};
 use crate::tables::{PortInfo, Tables};
 
 const ND_NS: u8 = 135;
-const ND_NA: u8 = 136;
+/// ICMPv6 neighbour advertisement (RFC 4861 §4.4).
+pub(crate) const ND_NA: u8 = 136;
 
 /// What to do with a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +44,32 @@ pub enum Triage {
     TimeExceeded(usize),
 }
 
-/// Classifies one frame received on `port` (Ethernet header at the packet's start).
+/// What forwarding does to the TTL / hop limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HopLimit {
+    /// As a router: decrement it, and answer expiry with ICMP time exceeded (RFC 1812
+    /// §5.3.1, RFC 8200 §3; RFC 4301 §5.1.2 has the encapsulating gateway do so too).
+    #[default]
+    Decrement,
+    /// Leave it alone, as a bump in the wire (DPDK ipsec-secgw) does: the offline gateway,
+    /// whose captures are compared byte for byte with other implementations'.
+    Keep,
+}
+
+/// Classifies one frame received on `port` (Ethernet header at the packet's start), as a
+/// router does ([`HopLimit::Decrement`]).
 pub fn triage(p: &mut Packet, port: u16, t: &Tables, cache: &NeighbourCache) -> Triage {
+    triage_with(p, port, t, cache, HopLimit::Decrement)
+}
+
+/// [`triage`], with the TTL / hop limit treated as `hop` says.
+pub fn triage_with(
+    p: &mut Packet,
+    port: u16,
+    t: &Tables,
+    cache: &NeighbourCache,
+    hop: HopLimit,
+) -> Triage {
     let Some(info) = t.ports.get(usize::from(port)) else {
         return Triage::Drop(DropReason::Malformed);
     };
@@ -54,8 +79,8 @@ pub fn triage(p: &mut Packet, port: u16, t: &Tables, cache: &NeighbourCache) -> 
     };
     match et {
         ETHERTYPE_ARP => arp(p, hl, port, info, cache),
-        ETHERTYPE_IPV4 => ipv4(p, hl, t),
-        ETHERTYPE_IPV6 => ipv6(p, hl, port, info, t, cache, src_mac),
+        ETHERTYPE_IPV4 => ipv4(p, hl, t, hop),
+        ETHERTYPE_IPV6 => ipv6(p, hl, (port, info), t, cache, src_mac, hop),
         _ => Triage::Drop(DropReason::NotIp),
     }
 }
@@ -107,7 +132,7 @@ fn reflect_ethernet(d: &mut [u8], our_mac: MacAddr) {
     d[6..12].copy_from_slice(&our_mac);
 }
 
-fn ipv4(p: &mut Packet, hl: usize, t: &Tables) -> Triage {
+fn ipv4(p: &mut Packet, hl: usize, t: &Tables, hop: HopLimit) -> Triage {
     let (ihl, total, dst, proto, ttl, frag, dport, icmp_type) = {
         let Ok(ip) = Ipv4Packet::new_checked(&p.data()[hl..]) else {
             return Triage::Drop(DropReason::Malformed);
@@ -143,6 +168,9 @@ fn ipv4(p: &mut Packet, hl: usize, t: &Tables) -> Triage {
     if dst == u32::MAX || dst >> 28 == 0xe {
         // Broadcast and multicast are not forwarded.
         return Triage::Drop(DropReason::ToGateway);
+    }
+    if hop == HopLimit::Keep {
+        return Triage::Pipeline;
     }
     if ttl <= 1 {
         return Triage::TimeExceeded(hl);
@@ -192,11 +220,11 @@ fn is_solicited_node_of(dst: &[u8; 16], info: &PortInfo) -> bool {
 fn ipv6(
     p: &mut Packet,
     hl: usize,
-    port: u16,
-    info: &PortInfo,
+    (port, info): (u16, &PortInfo),
     t: &Tables,
     cache: &NeighbourCache,
     src_mac: MacAddr,
+    hop_limit: HopLimit,
 ) -> Triage {
     let (src, dst, nh, hop, plen) = {
         let Ok(ip) = Ipv6Packet::new_checked(&p.data()[hl..]) else {
@@ -234,6 +262,9 @@ fn ipv6(
     if multicast {
         // MLD reports and other link-local multicast: not ours to forward.
         return Triage::Consumed;
+    }
+    if hop_limit == HopLimit::Keep {
+        return Triage::Pipeline;
     }
     if hop <= 1 {
         return Triage::TimeExceeded(hl);

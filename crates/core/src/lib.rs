@@ -1,7 +1,8 @@
 //! espgw's data plane, sans I/O.
 //!
-//! Plain functions over byte buffers and immutable tables: no sockets, threads or clocks.
-//! Ports, the pcap tool, benchmarks and fuzzers all drive [`pipeline::Pipeline`].
+//! Plain functions over byte buffers and immutable tables: no sockets or threads; the
+//! time comes in as an argument. The live workers, the pcap tool, the benchmark and the
+//! fuzzers all drive one [`node::Node`]: follow a packet top to bottom there.
 //!
 //! - [`packet`]: buffers with headroom, and their pool;
 //! - [`flow`]: parsing a frame down to the selector fields;
@@ -11,6 +12,8 @@
 //! - [`esp_out`], [`esp_in`]: the ESP transforms;
 //! - [`encap`]: what ESP and AH share: tunnel headers, transport-mode fix-ups;
 //! - [`ah`]: the AH transforms (RFC 4302), alone or around ESP (bundles);
+//! - [`node`]: one worker's whole packet path: host triage, reassembly, the pipeline,
+//!   fragmentation and ICMP errors, neighbour holds;
 //! - [`pipeline`]: a burst through the SPD, the SAs and the transforms;
 //! - [`route`]: longest-prefix match and neighbours;
 //! - [`neighbour`]: addresses learned by ARP and ND, bounded and aged;
@@ -30,6 +33,7 @@ pub mod flow;
 pub mod fragment;
 pub mod host;
 pub mod neighbour;
+pub mod node;
 pub mod packet;
 pub mod pipeline;
 pub mod reassembly;
@@ -41,5 +45,6 @@ pub mod tables;
 
 pub use counters::DropReason;
 pub use espgw_config::Direction;
+pub use node::{Node, Transmit};
 pub use pipeline::Pipeline;
 pub use tables::Tables;

@@ -177,6 +177,12 @@ impl NeighbourCache {
         before - m.len()
     }
 
+    /// Forgets every entry, learned or pending (a neighbour flush).
+    pub fn clear(&self) {
+        self.map.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
     /// Every entry, sorted by family and address.
     pub fn entries(&self) -> Vec<NeighbourEntry> {
         let now = Instant::now();

@@ -71,11 +71,11 @@ pub struct Pipeline {
     /// The last inbound SPI and its SA index in this burst.
     spi_cache: Option<(u32, u32)>,
     /// Packets of the last burst whose next hop is unresolved (verdict
-    /// `Drop(NoNeighbour)`, not yet counted).
-    pub unresolved: Vec<Unresolved>,
+    /// `Drop(NoNeighbour)`, not yet counted): the node holds them.
+    unresolved: Vec<Unresolved>,
     /// Packets of the last burst too big for their SA's path MTU (verdict `Drop(Mtu)`,
-    /// not yet counted, left unencrypted).
-    pub too_big: Vec<TooBig>,
+    /// not yet counted, left unencrypted): the node fragments or answers them.
+    too_big: Vec<TooBig>,
     /// AH: the headers of the packet at hand with mutable fields zeroed.
     ah_scratch: Vec<u8>,
 }
@@ -114,6 +114,18 @@ impl Pipeline {
     /// Starts using a new snapshot (from the next burst on).
     pub fn set_tables(&mut self, t: Arc<Tables>) {
         self.tables = t;
+    }
+
+    /// The packets of the last burst (or [`Pipeline::route_local`] call) whose next hop
+    /// is unresolved; the caller holds them or counts them as `no_neighbour` drops.
+    pub fn take_unresolved(&mut self) -> Vec<Unresolved> {
+        std::mem::take(&mut self.unresolved)
+    }
+
+    /// The packets of the last burst too big for their SA's path MTU; the caller
+    /// fragments them or answers with ICMP and counts an `mtu` drop.
+    pub fn take_too_big(&mut self) -> Vec<TooBig> {
+        std::mem::take(&mut self.too_big)
     }
 
     fn drop_pkt(&mut self, p: &mut Packet, r: DropReason) {

@@ -11,7 +11,7 @@ use espgw_config::{Config, Format, Range, SaProto, ANY_PORT, ANY_PROTO};
 use espgw_core::flow::FlowKey;
 use espgw_core::packet::{PacketPool, Verdict};
 use espgw_core::spd::{Spd, SpdAction, SpdRule};
-use espgw_core::{Direction, Pipeline, Tables};
+use espgw_core::{Direction, Node, Pipeline, Tables, Transmit};
 use espgw_crypto::{AeadAlgorithm, AeadOp, CryptoProvider, Integrity, ProviderChoice, Suite};
 use espgw_io::memory::MemoryPort;
 use espgw_io::Port;
@@ -240,57 +240,51 @@ struct Trial {
     dropped: u64,
 }
 
-/// Runs bursts from a memory port through `pipe` for `secs`.
+/// Runs bursts from a memory port through `node` for `secs`: received on the first port of
+/// `dir`'s side, everything the node transmits sent back to the memory port.
 fn trial(
-    pipe: &mut Pipeline,
+    node: &mut Node,
     dir: Direction,
     frames: Vec<Vec<u8>>,
     wire_bytes: &[usize],
     secs: f64,
-) -> Trial {
-    let burst = pipe.tables().burst;
-    let mut port = MemoryPort::new(frames);
-    let mut pool = PacketPool::new(burst * 4);
+) -> Result<Trial, String> {
+    let burst = node.tables().burst;
+    let port = crate::offline::arrival_port(node.tables(), dir)?;
+    let mut memory = MemoryPort::new(frames);
     let mut pkts = Vec::with_capacity(burst);
-    let mut tx = Vec::with_capacity(burst);
-    let mut run = |iters: u64, pipe: &mut Pipeline| {
+    let mut tx = Transmit::new(node.tables().ports.len(), burst);
+    let mut run = |iters: u64, node: &mut Node| {
         let mut fwd = 0u64;
-        let mut dropped = 0u64;
         for _ in 0..iters {
-            let _ = port.rx_burst(&mut pool, &mut pkts, burst);
-            pipe.process(dir, &mut pkts);
-            for p in pkts.drain(..) {
-                if matches!(p.verdict, Verdict::Forward(_)) {
-                    tx.push(p);
-                } else {
-                    dropped += 1;
-                    pool.put(p);
-                }
+            let _ = memory.rx_burst(node.pool(), &mut pkts, burst);
+            // The clock is read once per burst, as the live worker does.
+            node.receive(port, &mut pkts, Instant::now(), &mut tx);
+            for q in 0..tx.ports() {
+                let queue = tx.queue(q);
+                fwd += queue.len() as u64;
+                let _ = memory.tx_burst(queue, node.pool());
             }
-            fwd += tx.len() as u64;
-            let _ = port.tx_burst(&mut tx, &mut pool);
         }
-        (fwd, dropped)
+        fwd
     };
-    run(200, pipe);
+    run(200, node);
+    let drops_before = node.counters().total_drops();
     let start = Instant::now();
     let mut fwd = 0;
-    let mut dropped = 0;
     let mut bursts = 0u64;
     while start.elapsed() < Duration::from_secs_f64(secs) {
-        let (f, d) = run(64, pipe);
-        fwd += f;
-        dropped += d;
+        fwd += run(64, node);
         bursts += 64;
     }
     let el = start.elapsed().as_secs_f64();
     let pkts_total = bursts * burst as u64;
     let avg_wire = wire_bytes.iter().sum::<usize>() as f64 / wire_bytes.len() as f64;
-    Trial {
+    Ok(Trial {
         pps: fwd as f64 / el,
         gbps: pkts_total as f64 * avg_wire * 8.0 / el / 1e9,
-        dropped,
-    }
+        dropped: node.counters().total_drops() - drops_before,
+    })
 }
 
 /// Raw AEAD seal throughput on buffers of the given text lengths, bursts of `burst`.
@@ -460,8 +454,8 @@ fn dataplane(
                 if !dirs.iter().any(|d| d == wanted) {
                     continue;
                 }
-                let mut pipe = Pipeline::new(t1.clone());
-                let r = trial(&mut pipe, dir, frames, &wire, secs);
+                let mut node = Node::new(t1.clone(), Arc::default(), Vec::new());
+                let r = trial(&mut node, dir, frames, &wire, secs)?;
                 let dname = if dir == Direction::Out {
                     "outbound"
                 } else {

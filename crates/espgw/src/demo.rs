@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use espgw_config::Format;
 use espgw_core::flow::parse_ip;
-use espgw_core::{Direction, Pipeline, Tables};
+use espgw_core::{Direction, Tables};
 use espgw_crypto::CryptoProvider;
 use espgw_io::pcap::{PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW};
 use espgw_wire::esp::EspPacket;
@@ -174,10 +174,12 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     w.flush().map_err(|e| e.to_string())?;
     drop(w);
 
-    let mut p1 = Pipeline::new(t1.clone());
-    offline::run_pcap(&mut p1, Direction::Out, &plain, &esp, None).map_err(|e| e.to_string())?;
-    let mut p2 = Pipeline::new(t2.clone());
-    offline::run_pcap(&mut p2, Direction::In, &esp, &back, None).map_err(|e| e.to_string())?;
+    let mut gw1 = offline::node(t1.clone());
+    let south = offline::arrival_port(&t1, Direction::Out)?;
+    offline::run_pcap(&mut gw1, south, &plain, &esp, None).map_err(|e| e.to_string())?;
+    let mut gw2 = offline::node(t2.clone());
+    let north = offline::arrival_port(&t2, Direction::In)?;
+    offline::run_pcap(&mut gw2, north, &esp, &back, None).map_err(|e| e.to_string())?;
 
     let esp_frames = read_all(&esp)?;
     let back_frames = read_all(&back)?;
@@ -226,9 +228,12 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     });
     println!(
         "\ngateway 1 (outbound):\n{}",
-        report::text(&t1, &p1.counters)
+        report::text(&t1, gw1.counters())
     );
-    println!("gateway 2 (inbound):\n{}", report::text(&t2, &p2.counters));
+    println!(
+        "gateway 2 (inbound):\n{}",
+        report::text(&t2, gw2.counters())
+    );
     println!(
         "result: {identical} of {} protected frames came back identical; the transport side carried {} frames, {}",
         originals.len(),

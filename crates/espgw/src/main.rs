@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use espgw_config::{Config, Format};
-use espgw_core::{Direction, Pipeline, Tables};
+use espgw_core::{Direction, Tables};
 use espgw_crypto::{CryptoProvider, ProviderChoice};
 
 #[derive(Parser)]
@@ -350,15 +350,17 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(s) = &store {
                 s.attach(&tables).map_err(|e| e.to_string())?;
             }
-            let mut pipe = Pipeline::new(tables.clone());
             let dir = match direction {
                 Dir::Outbound => Direction::Out,
                 Dir::Inbound => Direction::In,
             };
-            let st = offline::run_pcap(&mut pipe, dir, &input, &output, store.as_ref())
+            let port = offline::arrival_port(&tables, dir)?;
+            let mut node = offline::node(tables.clone());
+            let st = offline::run_pcap(&mut node, port, &input, &output, store.as_ref())
                 .map_err(|e| e.to_string())?;
+            let counters = node.counters();
             if json {
-                let mut v = report::json(&tables, &pipe.counters);
+                let mut v = report::json(&tables, counters);
                 v["oversized_records"] = st.oversized.into();
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
@@ -375,7 +377,7 @@ fn run(cli: Cli) -> Result<(), String> {
                         st.oversized
                     );
                 }
-                print!("{}", report::text(&tables, &pipe.counters));
+                print!("{}", report::text(&tables, counters));
             }
             Ok(())
         }

@@ -10,6 +10,7 @@ use std::time::Instant;
 use espgw_config::{Config, Format};
 use espgw_core::counters::WorkerCounters;
 use espgw_core::neighbour::NeighbourCache;
+pub use espgw_core::node::HostCounters;
 use espgw_core::Tables;
 use espgw_crypto::CryptoProvider;
 use espgw_io::port::PortStats;
@@ -24,36 +25,6 @@ pub struct PortFacts {
     pub mac: MacAddr,
     pub mtu: u16,
     pub tun: bool,
-}
-
-/// Work the gateway does as a host, counted per worker.
-#[derive(Debug, Clone, Default)]
-pub struct HostCounters {
-    pub arp_replies: u64,
-    pub nd_replies: u64,
-    pub echo_replies: u64,
-    pub solicitations_sent: u64,
-    pub icmp_errors_sent: u64,
-    pub fragmented: u64,
-    pub fragments_made: u64,
-    pub reassembled: u64,
-    pub held: u64,
-    pub held_released: u64,
-}
-
-impl HostCounters {
-    pub fn add(&mut self, o: &HostCounters) {
-        self.arp_replies += o.arp_replies;
-        self.nd_replies += o.nd_replies;
-        self.echo_replies += o.echo_replies;
-        self.solicitations_sent += o.solicitations_sent;
-        self.icmp_errors_sent += o.icmp_errors_sent;
-        self.fragmented += o.fragmented;
-        self.fragments_made += o.fragments_made;
-        self.reassembled += o.reassembled;
-        self.held += o.held;
-        self.held_released += o.held_released;
-    }
 }
 
 /// One worker's published counters.

@@ -4,7 +4,7 @@
 # UDP from h1 to h2 as fast as the sender can for SECONDS (default 3) and reports what h2
 # received and gw1's CPU time per packet (user + system, from /proc/PID/stat). Needs root.
 set -eu
-E=${ESPGW_BIN:-$(dirname "$0")/../target/release/espgw}
+E=${ESPGW_LAB:-$(dirname "$0")/../target/release/espgw-lab}
 ROUNDS=${1:-3}
 SECONDS_PER=${2:-3}
 hz=$(getconf CLK_TCK)

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 target=${CARGO_TARGET_DIR:-target}
 bin=$target/release/espgw
+lab=$target/release/espgw-lab
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
@@ -18,6 +19,11 @@ echo "== build"
 cargo build --release -q
 echo "== Rust tests"
 cargo test --workspace -q
+echo "== the gateway binary links no lab code (plotting, histograms)"
+if cargo tree -p espgw -e normal --prefix none | grep -E "^(resvg|tiny-skia|hdrhistogram|espgw-lab) "; then
+  echo "espgw's dependency tree holds lab crates" >&2
+  exit 1
+fi
 echo "== dependencies: licences, bans, sources (cargo deny)"
 # The advisories check needs the RustSec database from GitHub, which these machines cannot
 # fetch; run `cargo deny check advisories` where it can be reached.
@@ -28,7 +34,7 @@ echo "== portable build: aws-lc-rs alone, no AF_XDP (as on a machine without the
 portable=(env ESPGW_NO_IPSEC_MB=1 ESPGW_NO_AF_XDP=1 CARGO_TARGET_DIR="$target/portable")
 "${portable[@]}" cargo clippy -q -p espgw-crypto -p espgw-io --all-targets -- -D warnings
 "${portable[@]}" cargo test -q -p espgw-wire -p espgw-crypto -p espgw-core -p espgw-config
-"${portable[@]}" cargo build --release -q -p espgw
+"${portable[@]}" cargo build --release -q -p espgw -p espgw-lab
 # (Not `tee /dev/stderr`: where stderr is a file, tee would reopen and truncate it.)
 version=$("$target/portable/release/espgw" --version)
 echo "$version"
@@ -43,11 +49,11 @@ cargo deb -q -p espgw --strip --no-build
 deb=$(ls -t "$target"/debian/espgw_*_amd64.deb | head -1)
 ESPGW_DEB=$deb ESPGW_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 echo "== demo: offline (captures) and the live test bed (the README's main command)"
-"$bin" demo --out "$target/demo" | tail -1
-"$bin" testbed
+"$lab" demo --out "$target/demo" | tail -1
+"$lab" testbed
 echo "== benchmark smoke run"
-"$bin" bench dataplane --quick --sizes 64 --algs aes-128-gcm
-"$bin" bench spd --quick
+"$lab" bench dataplane --quick --sizes 64 --algs aes-128-gcm
+"$lab" bench spd --quick
 secs=${ESPGW_FUZZ_SECONDS:-20}
 if [ "$secs" != 0 ]; then
   echo "== fuzz (${secs}s per target)"

@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
 secs=${2:-3}
-B=${ESPGW_BIN:-target/release/espgw}
-[ -x "$B" ] || cargo build --release -q -p espgw
+B=${ESPGW_LAB:-target/release/espgw-lab}
+[ -x "$B" ] || cargo build --release -q -p espgw -p espgw-lab
 nsx() { local n=$1; shift; ip netns exec "espgw-$n" "$@"; }
 
 udp() { # frame-bytes [rate-pps] -> "sent_pps recv_pps loss%"

@@ -14,8 +14,16 @@ def espgw():
     path = os.environ.get("ESPGW_BIN")
     if path:
         return pathlib.Path(path)
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw", "-p", "espgw-lab"], cwd=ROOT,
+                   check=True)
     return ROOT / "target" / "release" / "espgw"
+
+
+@pytest.fixture(scope="session")
+def lab(espgw):
+    """Path of the espgw-lab binary (traffic generator): ESPGW_LAB, else beside espgw."""
+    path = os.environ.get("ESPGW_LAB")
+    return pathlib.Path(path) if path else espgw.with_name("espgw-lab")
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ The live gateway's restarts (SIGKILL under traffic) and reloads are in
 tests/live/test_sequence_state.py."""
 import json
 import os
+import pathlib
 import subprocess
 
 from scapy.all import IP, Ether, rdpcap
@@ -26,9 +27,15 @@ def default_configs(espgw, tmp):
     return gw1, gw2
 
 
+def lab_of(espgw):
+    """The espgw-lab binary (its traffic generator): ESPGW_LAB, else beside espgw."""
+    path = os.environ.get("ESPGW_LAB")
+    return pathlib.Path(path) if path else pathlib.Path(espgw).with_name("espgw-lab")
+
+
 def plaintext(espgw, tmp, count=20):
     path = tmp / "plain.pcap"
-    subprocess.run([str(espgw), "gen", "--output", str(path), "--count", str(count),
+    subprocess.run([str(lab_of(espgw)), "gen", "--output", str(path), "--count", str(count),
                     "--size", "200"], check=True, capture_output=True)
     return path
 
@@ -95,7 +102,7 @@ def test_the_state_follows_the_key_not_the_spi(espgw, tmp_path):
 def test_a_replayed_capture_after_a_restart_is_dropped_as_replay(espgw, tmp_path):
     gw1, gw2 = default_configs(espgw, tmp_path)
     inp = tmp_path / "plain-back.pcap"
-    subprocess.run([str(espgw), "gen", "--output", str(inp), "--count", "10",
+    subprocess.run([str(lab_of(espgw)), "gen", "--output", str(inp), "--count", "10",
                     "--src", "203.0.113.20", "--dst", "198.51.100.10"],
                    check=True, capture_output=True)
     esp = tmp_path / "esp.pcap"

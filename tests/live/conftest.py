@@ -1,4 +1,4 @@
-"""Fixtures for the live tests: the test bed of `espgw testbed` in network namespaces
+"""Fixtures for the live tests: the test bed of `espgw-lab testbed` in network namespaces
 (as root), built per module and always torn down."""
 import json
 import os
@@ -22,11 +22,19 @@ def espgw_bin():
     path = os.environ.get("ESPGW_BIN")
     if path:
         return str(pathlib.Path(path).resolve())
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "espgw", "-p", "espgw-lab"], cwd=ROOT,
+                   check=True)
     return str(ROOT / "target" / "release" / "espgw")
 
 
+def lab_bin(gateway):
+    """The lab binary (test bed, tester, UDP tools): ESPGW_LAB, else beside the gateway."""
+    path = os.environ.get("ESPGW_LAB")
+    return str(pathlib.Path(path).resolve()) if path else str(pathlib.Path(gateway).with_name("espgw-lab"))
+
+
 ESPGW = espgw_bin()
+LAB = lab_bin(ESPGW)
 
 # Configurations hold keys: the gateway refuses one that group or others may read, so the
 # files these tests write are private to their owner (root), as an operator's must be.
@@ -120,16 +128,16 @@ def metrics(gw):
 
 
 def bed_up(*args):
-    r = sh(ESPGW, "testbed", "up", *args, check=False, timeout=120)
+    r = sh(LAB, "testbed", "up", *args, check=False, timeout=120)
     if r.returncode != 0:
-        sh(ESPGW, "testbed", "down", check=False)
+        sh(LAB, "testbed", "down", check=False)
         raise RuntimeError(f"testbed up failed: {r.stderr}")
 
 
 def bed_down():
     logs = {g: (STATE / f"{g}.log").read_text() if (STATE / f"{g}.log").exists() else ""
             for g in ("gw1", "gw2")}
-    r = sh(ESPGW, "testbed", "down", check=False, timeout=60)
+    r = sh(LAB, "testbed", "down", check=False, timeout=60)
     assert r.returncode == 0, r.stderr
     left = [n for n in sh("ip", "netns", "list").stdout.split() if n.startswith("espgw-")]
     assert not left, f"namespaces left behind: {left}"

@@ -6,7 +6,7 @@ import json
 import pathlib
 import time
 
-from conftest import (ESPGW, GATEWAY_USER, STATE, assert_confined, gateway_file, metrics, nsx,
+from conftest import (LAB, ESPGW, GATEWAY_USER, STATE, assert_confined, gateway_file, metrics, nsx,
                       nspopen, sh, show, wait_for)
 
 TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
@@ -220,9 +220,9 @@ port = "north"
 def test_reload_under_traffic_loses_nothing(bed, tmp_path):
     base = (STATE / "gw1.toml").read_text()
     seq0 = {s["name"]: s["seq"] for s in show("gw1", "sa")}
-    rx = nspopen("h2", ESPGW, "testbed", "udp-recv", "--port", "9100", "--seconds", "7")
+    rx = nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9100", "--seconds", "7")
     time.sleep(0.5)
-    tx = nspopen("h1", ESPGW, "testbed", "udp-send", "--dst", "203.0.113.2:9100",
+    tx = nspopen("h1", LAB, "testbed", "udp-send", "--dst", "203.0.113.2:9100",
                  "--size", "200", "--seconds", "5", "--rate", "2000")
     time.sleep(1.0)
     # 1. An SA, a policy and a route added, the route to the transport net changed.

@@ -1,4 +1,4 @@
-"""The RFC 2544 tester (`espgw bench rfc2544`) on its quick profile: against the tester's
+"""The RFC 2544 tester (`espgw-lab bench rfc2544`) on its quick profile: against the tester's
 own ceiling, the espgw pair, plain forwarding and strongSwan; against a stand-in DUT
 whose drops, reorderings and duplicates are known exactly; its JSON checked against
 the schema with jsonschema, its plots and HTML page rendered in headless Chromium;
@@ -13,7 +13,7 @@ import time
 import jsonschema
 import pytest
 
-from conftest import ESPGW, ROOT, sh
+from conftest import LAB, ESPGW, ROOT, sh
 
 SCHEMA = json.loads((ROOT / "docs" / "rfc2544.schema.json").read_text())
 
@@ -25,14 +25,14 @@ def leftover_namespaces():
 @pytest.fixture(autouse=True)
 def clean_namespaces():
     yield
-    sh(ESPGW, "testbed", "down", check=False)
+    sh(LAB, "testbed", "down", check=False)
     for n in leftover_namespaces():
         sh("ip", "netns", "del", n, check=False)
     assert not leftover_namespaces()
 
 
 def bench(out, *args, timeout=900):
-    r = sh(ESPGW, "bench", "rfc2544", "--out", out, *args, timeout=timeout, check=False)
+    r = sh(LAB, "bench", "rfc2544", "--out", out, *args, timeout=timeout, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     doc = json.loads((pathlib.Path(out) / "results.json").read_text())
     jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
@@ -163,7 +163,7 @@ def test_strongswan_quick_profile(tmp_path):
 
 def test_ctrl_c_writes_partial_results(tmp_path):
     out = tmp_path / "partial"
-    p = subprocess.Popen([ESPGW, "bench", "rfc2544", "--out", str(out), "--dut", "espgw",
+    p = subprocess.Popen([LAB, "bench", "rfc2544", "--out", str(out), "--dut", "espgw",
                           "--no-ceiling", "--quick", "--sizes", "64,128,256"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -2,7 +2,7 @@
 its files, user and systemd unit checked, and the installed binary forwarding ESP in the
 test bed as the unprivileged user `espgw` with exactly the capabilities the unit names.
 
-Needs root, the package (ESPGW_DEB) and the repository's binary (ESPGW_BIN) to build the
+Needs root, the package (ESPGW_DEB) and the repository's binaries (ESPGW_BIN, ESPGW_LAB beside it) to build the
 test bed around the installed gateway. The package is purged at the end (the system user
 stays, as Debian leaves system users behind)."""
 import configparser
@@ -21,6 +21,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEB = os.environ.get("ESPGW_DEB", "")
 ESPGW = os.environ.get("ESPGW_BIN", str(ROOT / "target" / "release" / "espgw"))
+# The lab (test bed, frame counter) runs the installed gateway through --gateway-cmd.
+LAB = os.environ.get("ESPGW_LAB", str(pathlib.Path(ESPGW).with_name("espgw-lab")))
 UNIT = pathlib.Path("/usr/lib/systemd/system/espgw.service")
 STATE = pathlib.Path("/run/espgw-testbed")
 # The built-in configuration's gateway 1 -> gateway 2 SA (public demonstration key).
@@ -42,7 +44,7 @@ def installed():
     r = sh("dpkg", "-i", DEB, check=False, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     yield
-    sh(ESPGW, "testbed", "down", check=False)
+    sh(LAB, "testbed", "down", check=False)
     r = sh("dpkg", "--purge", "espgw", check=False, timeout=120)
     assert r.returncode == 0, r.stderr
     assert not pathlib.Path("/usr/bin/espgw").exists()
@@ -189,7 +191,7 @@ def private_configs():
 
 def watch_and_ping(count):
     """Counts frames on the transport bridge while h1 pings h2."""
-    watch = subprocess.Popen(["ip", "netns", "exec", "espgw-wan", ESPGW, "testbed", "watch",
+    watch = subprocess.Popen(["ip", "netns", "exec", "espgw-wan", LAB, "testbed", "watch",
                               "--interface", "br0", "--seconds", "4"],
                              stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
@@ -210,7 +212,7 @@ def test_installed_gateway_forwards_esp_without_root(installed, io, caps):
     STATE.mkdir(exist_ok=True)
     os.chown(STATE, pwd.getpwnam("espgw").pw_uid, -1)
     gateway = " ".join(as_espgw(caps) + ["/usr/bin/espgw"])
-    up = sh(ESPGW, "testbed", "up", "--io", io, "--gateway-cmd", gateway,
+    up = sh(LAB, "testbed", "up", "--io", io, "--gateway-cmd", gateway,
             *private_configs(), check=False, timeout=120)
     try:
         assert up.returncode == 0, up.stderr
@@ -249,7 +251,7 @@ def test_installed_gateway_forwards_esp_without_root(installed, io, caps):
         stats = sh(ESPGW, "show", "stats", "--control", STATE / "gw1.sock").stdout
         assert re.search(r"^reloads: 1$", stats, re.M), stats
     finally:
-        down = sh(ESPGW, "testbed", "down", check=False, timeout=60)
+        down = sh(LAB, "testbed", "down", check=False, timeout=60)
         assert down.returncode == 0, down.stderr
 
 
@@ -259,7 +261,7 @@ def test_installed_esp_decrypts_in_tshark(installed, tmp_path):
     STATE.mkdir(exist_ok=True)
     os.chown(STATE, pwd.getpwnam("espgw").pw_uid, -1)
     gateway = " ".join(as_espgw(unit_caps()) + ["/usr/bin/espgw"])
-    up = sh(ESPGW, "testbed", "up", "--io", "af-xdp", "--gateway-cmd", gateway,
+    up = sh(LAB, "testbed", "up", "--io", "af-xdp", "--gateway-cmd", gateway,
             *private_configs(), check=False, timeout=120)
     pcap = tmp_path / "wan.pcap"
     try:
@@ -272,7 +274,7 @@ def test_installed_esp_decrypts_in_tshark(installed, tmp_path):
            "203.0.113.2", check=False, timeout=30)
         cap.communicate(timeout=30)
     finally:
-        sh(ESPGW, "testbed", "down", check=False, timeout=60)
+        sh(LAB, "testbed", "down", check=False, timeout=60)
     uat = (f'uat:esp_sa:"IPv4","192.0.2.1","192.0.2.2","0x{GW1_SPI:08x}",'
            f'"AES-GCM with 16 octet ICV [RFC4106]","0x{GW1_KEY.hex()}","NULL",""')
     out = sh("tshark", "-r", pcap, "-o", "esp.enable_encryption_decode:TRUE",

@@ -1,16 +1,9 @@
 //! espgw: a fast, memory-safe userspace IPsec security gateway.
 #![forbid(unsafe_code)]
 
-mod bench;
-mod demo;
-mod gen;
-mod live;
-mod offline;
-mod report;
-mod rfc2544;
-mod seq_store;
-mod strongswan;
-mod testbed;
+use espgw::{
+    crypto_policy, exposed_config, live, offline, report, seq_store, set_crypto_policy, warn_about,
+};
 
 use espgw_control::ControlRequest;
 use std::path::PathBuf;
@@ -101,21 +94,6 @@ enum Cmd {
         #[arg(long)]
         peer: bool,
     },
-    /// Write a capture of test traffic.
-    Gen(gen_cmd::GenArgs),
-    /// The built-in demonstration: generate traffic, encrypt it with gateway 1, decrypt it
-    /// with gateway 2, and show what went in and out.
-    Demo {
-        /// Where to write the captures.
-        #[arg(long, default_value = "out/demo")]
-        out: PathBuf,
-        /// Frames to generate.
-        #[arg(long, default_value_t = 24)]
-        count: usize,
-    },
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
     /// Run the gateway on Linux interfaces (as root).
     Run(RunArgs),
     /// Show the running gateway's SAs, policies, routes, neighbours, ports or counters.
@@ -145,59 +123,6 @@ enum Cmd {
     /// `packaging/espgw.8` is this output.
     #[command(hide = true)]
     Manpage,
-    /// The published design's test bed in network namespaces (as root). Without a
-    /// subcommand: build it, send traffic through it, show what crossed the transport
-    /// link and the measured throughput, and remove it.
-    Testbed {
-        #[command(subcommand)]
-        cmd: Option<TestbedCmd>,
-    },
-}
-
-#[derive(Subcommand)]
-enum TestbedCmd {
-    /// Build the test bed and start its gateways.
-    Up(testbed::UpArgs),
-    /// Stop the gateways and remove the namespaces.
-    Down,
-    /// Up, traffic, report, down (the default).
-    Demo {
-        #[command(flatten)]
-        up: testbed::UpArgs,
-        /// Seconds per UDP run.
-        #[arg(long, default_value_t = 2.0)]
-        seconds: f64,
-    },
-    /// Count frames on an interface by kind (ESP, ARP, plaintext) and print JSON.
-    Watch {
-        #[arg(long)]
-        interface: String,
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-    },
-    /// Send sequence-numbered UDP datagrams; prints JSON.
-    UdpSend {
-        #[arg(long)]
-        dst: std::net::SocketAddr,
-        /// UDP payload bytes.
-        #[arg(long, default_value_t = 64)]
-        size: usize,
-        #[arg(long, default_value_t = 2.0)]
-        seconds: f64,
-        /// Packets per second (0: as fast as possible).
-        #[arg(long, default_value_t = 0)]
-        rate: u64,
-    },
-    /// Receive sequence-numbered UDP datagrams and count loss, duplicates and
-    /// reordering; prints JSON.
-    UdpRecv {
-        #[arg(long)]
-        port: u16,
-        #[arg(long)]
-        v6: bool,
-        #[arg(long, default_value_t = 4.0)]
-        seconds: f64,
-    },
 }
 
 const DEFAULT_CONTROL: &str = "/run/espgw/espgw.sock";
@@ -247,66 +172,6 @@ struct RunArgs {
     /// What a system call outside the gateway's allow-list does once it runs.
     #[arg(long, value_enum, default_value = "kill")]
     seccomp: live::confine::SeccompArg,
-}
-
-mod gen_cmd {
-    use std::path::PathBuf;
-
-    #[derive(clap::Args)]
-    pub struct GenArgs {
-        #[arg(long)]
-        pub output: PathBuf,
-        #[arg(long, default_value_t = 10)]
-        pub count: u64,
-        /// Frame size in bytes, FCS included (RFC 2544), or "imix".
-        #[arg(long, default_value = "128")]
-        pub size: String,
-        /// udp, tcp or icmp.
-        #[arg(long, default_value = "udp")]
-        pub proto: String,
-        #[arg(long, default_value = "198.51.100.10")]
-        pub src: std::net::IpAddr,
-        #[arg(long, default_value = "203.0.113.20")]
-        pub dst: std::net::IpAddr,
-        #[arg(long, default_value_t = 1024)]
-        pub sport: u16,
-        #[arg(long, default_value_t = 9)]
-        pub dport: u16,
-        /// Write raw IP (link type 101) instead of Ethernet.
-        #[arg(long)]
-        pub raw: bool,
-    }
-}
-
-/// The algorithm switches of the command line, for every configuration this process loads
-/// (the first one and every reload).
-static CRYPTO_POLICY: std::sync::OnceLock<espgw_config::CryptoPolicy> = std::sync::OnceLock::new();
-
-pub(crate) fn crypto_policy() -> espgw_config::CryptoPolicy {
-    CRYPTO_POLICY.get().copied().unwrap_or_default()
-}
-
-/// Why a configuration file may not be used by the gateway: it holds keys, so nobody but
-/// its owner may read it (as wg-quick warns; the running gateway refuses). `None` if fine.
-pub(crate) fn exposed_config(path: &std::path::Path) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).ok()?.permissions().mode();
-    (mode & 0o077 != 0).then(|| {
-        format!(
-            "{}: readable or writable by group or others (mode {:04o}); it holds keys: \
-             chmod 600 {}",
-            path.display(),
-            mode & 0o7777,
-            path.display()
-        )
-    })
-}
-
-/// Prints what a loaded configuration should be warned about (legacy algorithms).
-pub(crate) fn warn_about(cfg: &Config) {
-    for w in cfg.warnings() {
-        eprintln!("espgw: warning: {w}");
-    }
 }
 
 fn load_config(path: &Option<PathBuf>, format: Option<FormatArg>) -> Result<Config, String> {
@@ -425,12 +290,6 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             Ok(())
         }
-        Cmd::Gen(a) => demo::gen_capture(&a),
-        Cmd::Demo { out, count } => {
-            let p = provider(cli.crypto)?;
-            demo::run(p.as_ref(), &out, count)
-        }
-        Cmd::Bench(b) => bench::run(b, cli.crypto),
         Cmd::Run(a) => {
             if a.demo {
                 eprintln!(
@@ -477,32 +336,6 @@ fn run(cli: Cli) -> Result<(), String> {
             println!("{}", v.as_str().unwrap_or_default());
             Ok(())
         }
-        Cmd::Testbed { cmd } => match cmd {
-            None => testbed::demo(&testbed::UpArgs::default(), 2.0),
-            Some(TestbedCmd::Demo { up, seconds }) => testbed::demo(&up, seconds),
-            Some(TestbedCmd::Up(a)) => testbed::up(&a),
-            Some(TestbedCmd::Down) => testbed::down(),
-            Some(TestbedCmd::Watch { interface, seconds }) => {
-                let c = testbed::watch(&interface, seconds)?;
-                println!("{}", serde_json::to_string(&c).unwrap_or_default());
-                Ok(())
-            }
-            Some(TestbedCmd::UdpSend {
-                dst,
-                size,
-                seconds,
-                rate,
-            }) => {
-                let sent = testbed::udp_send(dst, size, seconds, rate)?;
-                println!("{}", serde_json::json!({ "sent": sent }));
-                Ok(())
-            }
-            Some(TestbedCmd::UdpRecv { port, v6, seconds }) => {
-                let r = testbed::udp_recv(port, v6, seconds)?;
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-                Ok(())
-            }
-        },
         Cmd::Stop { control } => {
             live::control::request(&control, &ControlRequest::Stop)?;
             Ok(())
@@ -536,7 +369,7 @@ fn main() -> ExitCode {
     let long_version: &'static str = Box::leak(long_version().into_boxed_str());
     let matches = Cli::command().long_version(long_version).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let _ = CRYPTO_POLICY.set(espgw_config::CryptoPolicy {
+    set_crypto_policy(espgw_config::CryptoPolicy {
         allow_legacy: cli.allow_legacy_crypto,
         allow_null: cli.allow_null_null,
     });

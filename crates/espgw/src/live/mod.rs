@@ -175,7 +175,7 @@ fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathB
 
 /// Makes sure a BPF filesystem is mounted where libxdp keeps its pinned programs
 /// (`ip netns exec` gives each namespace a fresh /sys without it).
-pub(crate) fn ensure_bpffs() {
+pub fn ensure_bpffs() {
     let mounted = std::fs::read_to_string("/proc/self/mounts")
         .map(|m| {
             m.lines()

@@ -1,4 +1,4 @@
-//! `espgw bench rfc2544`: the RFC 2544 benchmarks (throughput, latency, frame loss rate,
+//! `espgw-lab bench rfc2544`: the RFC 2544 benchmarks (throughput, latency, frame loss rate,
 //! back-to-back) through a device under test, with reports.
 //!
 //! - [`frame`]: test frames and their records (signature, stream, sequence, timestamp);

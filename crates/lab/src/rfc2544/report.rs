@@ -85,7 +85,7 @@ impl Meta {
             .trim()
             .to_string();
         Meta {
-            tool: "espgw bench rfc2544".into(),
+            tool: "espgw-lab bench rfc2544".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             started_unix: now,
             started: utc(now),

@@ -39,12 +39,12 @@ pub struct UpArgs {
     pub dut: Dut,
     /// Packet I/O of the gateways.
     #[arg(long, value_enum, default_value = "auto")]
-    pub io: crate::live::IoChoice,
+    pub io: espgw::IoChoice,
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// How AF_PACKET spreads traffic over workers.
     #[arg(long, value_enum, default_value = "hash")]
-    pub fanout: crate::live::FanoutArg,
+    pub fanout: espgw::FanoutArg,
     /// Gateway 1's configuration (default: the built-in one).
     #[arg(long)]
     pub gw1_config: Option<PathBuf>,
@@ -54,7 +54,8 @@ pub struct UpArgs {
     /// Extra arguments for both `espgw run` (e.g. "--crypto aws-lc").
     #[arg(long, default_value = "")]
     pub run_args: String,
-    /// The command that starts a gateway, in place of this binary: words split at spaces,
+    /// The command that starts a gateway, in place of the `espgw` beside this binary (see
+    /// `gateway_binary`): words split at spaces,
     /// `run ...` follows (e.g. "setpriv --reuid espgw ... /usr/bin/espgw" to run an
     /// installed binary without root). The gateways must be able to create their control
     /// sockets in /run/espgw-testbed.
@@ -71,9 +72,9 @@ impl Default for UpArgs {
     fn default() -> Self {
         UpArgs {
             dut: Dut::Espgw,
-            io: crate::live::IoChoice::Auto,
+            io: espgw::IoChoice::Auto,
             workers: 1,
-            fanout: crate::live::FanoutArg::Hash,
+            fanout: espgw::FanoutArg::Hash,
             gw1_config: None,
             gw2_config: None,
             run_args: String::new(),
@@ -386,10 +387,7 @@ fn kernel_gateways(far_routes: bool) -> Result<(), String> {
 fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
     let gateway_cmd: Vec<String> = match &a.gateway_cmd {
         Some(cmd) => cmd.split_whitespace().map(String::from).collect(),
-        None => {
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            vec![exe.to_string_lossy().to_string()]
-        }
+        None => vec![gateway_binary()?],
     };
     if gateway_cmd.is_empty() {
         return Err("--gateway-cmd is empty".into());
@@ -443,13 +441,13 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         };
         let log = std::fs::File::create(state(&format!("{g}.log"))).map_err(|e| e.to_string())?;
         let io = match a.io {
-            crate::live::IoChoice::Auto => "auto",
-            crate::live::IoChoice::AfXdp => "af-xdp",
-            crate::live::IoChoice::AfPacket => "af-packet",
+            espgw::IoChoice::Auto => "auto",
+            espgw::IoChoice::AfXdp => "af-xdp",
+            espgw::IoChoice::AfPacket => "af-packet",
         };
         let fanout = match a.fanout {
-            crate::live::FanoutArg::Hash => "hash",
-            crate::live::FanoutArg::RoundRobin => "round-robin",
+            espgw::FanoutArg::Hash => "hash",
+            espgw::FanoutArg::RoundRobin => "round-robin",
         };
         let nsn = ns(g);
         let ctl = control_path(g);
@@ -497,7 +495,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
     for g in ["gw1", "gw2"] {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let ok = crate::live::control::request(
+            let ok = espgw::control_request(
                 &control_path(g),
                 &espgw_control::ControlRequest::Show("stats".into()),
             )
@@ -517,9 +515,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
 
 fn down_quiet() {
     for g in ["gw1", "gw2"] {
-        if crate::live::control::request(&control_path(g), &espgw_control::ControlRequest::Stop)
-            .is_err()
-        {
+        if espgw::control_request(&control_path(g), &espgw_control::ControlRequest::Stop).is_err() {
             // Not an espgw gateway (strongSwan's charon): ask it to stop by signal.
             if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}.pid"))) {
                 let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
@@ -733,6 +729,36 @@ pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> 
     Ok(r)
 }
 
+/// The gateway binary the test bed runs: `ESPGW_GATEWAY` if set, else the `espgw` built or
+/// installed beside this `espgw-lab`, else `espgw` on the PATH.
+pub fn gateway_binary() -> Result<String, String> {
+    if let Some(p) = std::env::var_os("ESPGW_GATEWAY").filter(|p| !p.is_empty()) {
+        return Ok(p.to_string_lossy().to_string());
+    }
+    let beside = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .with_file_name("espgw");
+    if beside.is_file() {
+        return Ok(beside.to_string_lossy().to_string());
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("espgw"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| p.is_file());
+    on_path
+        .map(|p| p.to_string_lossy().to_string())
+        .ok_or_else(|| {
+            "no espgw gateway binary beside espgw-lab or on the PATH: build both \
+             (cargo build --release -p espgw -p espgw-lab) or set ESPGW_GATEWAY"
+                .to_string()
+        })
+}
+
 fn self_exe() -> Result<String, String> {
     Ok(std::env::current_exe()
         .map_err(|e| e.to_string())?
@@ -740,7 +766,7 @@ fn self_exe() -> Result<String, String> {
         .to_string())
 }
 
-/// Starts `espgw testbed SUB ...` inside namespace `n` in the background.
+/// Starts `espgw-lab testbed SUB ...` inside namespace `n` in the background.
 fn spawn_in(n: &str, sub: &[&str]) -> Result<std::process::Child, String> {
     let exe = self_exe()?;
     let nsn = ns(n);
@@ -893,7 +919,7 @@ fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
         }
         println!("the transport link carried only ESP (and ARP)");
         for g in ["gw1", "gw2"] {
-            let s = crate::live::control::request(
+            let s = espgw::control_request(
                 &control_path(g),
                 &espgw_control::ControlRequest::Show("stats".into()),
             )?;

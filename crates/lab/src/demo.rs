@@ -14,7 +14,7 @@ use espgw_wire::proto;
 
 use crate::gen::{self, FlowSpec, L4};
 use crate::gen_cmd::GenArgs;
-use crate::{offline, report};
+use espgw::{offline, report};
 
 fn parse_l4(s: &str) -> Result<L4, String> {
     match s {
@@ -25,7 +25,7 @@ fn parse_l4(s: &str) -> Result<L4, String> {
     }
 }
 
-/// `espgw gen`: a capture of test traffic.
+/// `espgw-lab gen`: a capture of test traffic.
 pub fn gen_capture(a: &GenArgs) -> Result<(), String> {
     if a.src.is_ipv4() != a.dst.is_ipv4() {
         return Err("--src and --dst must be of one family".into());
@@ -104,7 +104,7 @@ fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, String> {
     Ok(v)
 }
 
-/// `espgw demo`.
+/// `espgw-lab demo`.
 pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let gw1 = espgw_config::parse(
@@ -183,7 +183,7 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
 
     let esp_frames = read_all(&esp)?;
     let back_frames = read_all(&back)?;
-    println!("espgw demo: built-in default configuration, AES-128-GCM tunnel 192.0.2.1 -> 192.0.2.2 ({})", provider.name());
+    println!("espgw-lab demo: built-in default configuration, AES-128-GCM tunnel 192.0.2.1 -> 192.0.2.2 ({})", provider.name());
     println!(
         "gateway 1 encrypts {} -> {}; gateway 2 decrypts it -> {}\n",
         plain.display(),

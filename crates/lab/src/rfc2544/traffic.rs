@@ -280,7 +280,7 @@ impl Drop for TesterPort {
 
 fn open_port(plan: &PortPlan) -> Result<Box<dyn Port>, String> {
     let xdp = || -> Result<Box<dyn Port>, String> {
-        crate::live::ensure_bpffs();
+        espgw::ensure_bpffs();
         AfXdpPort::open(&plan.ifname, 0, XdpMode::Auto, 4096)
             .map(|p| Box::new(p) as Box<dyn Port>)
             .map_err(|e| e.to_string())

@@ -1,4 +1,4 @@
-//! `espgw bench`: the data-plane benchmark on in-memory ports, compared in the same run
+//! `espgw-lab bench`: the data-plane benchmark on in-memory ports, compared in the same run
 //! with the raw AES-GCM speed of the crypto library on the same buffer sizes; and the SPD
 //! classification benchmark.
 
@@ -88,7 +88,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             seccomp,
         } => {
             if seccomp {
-                crate::live::confine::install_filter(crate::live::confine::SeccompArg::Kill)?;
+                espgw::install_seccomp_filter(espgw::SeccompArg::Kill)?;
                 println!("under the live gateway's seccomp filter (kill mode)");
             }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
@@ -250,7 +250,7 @@ fn trial(
     secs: f64,
 ) -> Result<Trial, String> {
     let burst = node.tables().burst;
-    let port = crate::offline::arrival_port(node.tables(), dir)?;
+    let port = espgw::offline::arrival_port(node.tables(), dir)?;
     let mut memory = MemoryPort::new(frames);
     let mut pkts = Vec::with_capacity(burst);
     let mut tx = Transmit::new(node.tables().ports.len(), burst);
@@ -351,7 +351,7 @@ fn dataplane(
     // published comparison quotes) and whatever the pipeline itself uses.
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();
     println!(
-        "espgw bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
+        "espgw-lab bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
         secs
     );
     println!(
@@ -519,7 +519,7 @@ impl Rng {
 }
 
 fn spd(quick: bool) -> Result<(), String> {
-    println!("espgw bench spd: IPv4 rules on /16, /24 and /32 destinations with and without /24 sources,");
+    println!("espgw-lab bench spd: IPv4 rules on /16, /24 and /32 destinations with and without /24 sources,");
     println!("a third with port ranges; lookups of keys that hit (half) and miss (half)");
     println!(
         "{:>7} {:>7} {:>22} {:>22}",

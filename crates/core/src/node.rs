@@ -34,7 +34,7 @@ use crate::fragment::fragment_v4;
 use crate::host::{self, HopLimit, IcmpError, Triage};
 use crate::neighbour::NeighbourCache;
 use crate::packet::{Packet, PacketPool, Verdict};
-use crate::pipeline::{Pipeline, TooBig, Unresolved};
+use crate::pipeline::{HostStage, Pipeline, TooBig, Unresolved};
 use crate::reassembly::{Reassembled, Reassembler};
 use crate::tables::Tables;
 
@@ -106,8 +106,12 @@ impl Transmit {
     pub fn is_empty(&self) -> bool {
         self.queues.iter().all(Vec::is_empty)
     }
+    #[inline]
     fn push(&mut self, port: u16, p: Packet) {
-        self.queue(usize::from(port)).push(p);
+        match self.queues.get_mut(usize::from(port)) {
+            Some(q) => q.push(p),
+            None => self.queue(usize::from(port)).push(p),
+        }
     }
 }
 
@@ -150,6 +154,9 @@ pub struct Node {
     /// Per port: whether this node can send on it (a TUN port served by another worker
     /// cannot carry this node's solicitations).
     links: Vec<bool>,
+    /// Frames of the burst at hand that the host stage keeps: (index, what to do).
+    claims: Vec<(usize, Triage)>,
+    /// Datagrams reassembled from the burst at hand.
     batch: Vec<Packet>,
     fragments: Vec<Packet>,
     held: VecDeque<Held>,
@@ -174,7 +181,8 @@ impl Node {
             pool: PacketPool::new(burst * (ports + 4) + MAX_HELD),
             neighbours,
             links,
-            batch: Vec::with_capacity(burst),
+            claims: Vec::with_capacity(burst),
+            batch: Vec::new(),
             fragments: Vec::new(),
             held: VecDeque::new(),
             held_spare: VecDeque::new(),
@@ -252,12 +260,30 @@ impl Node {
             return;
         }
         let t = self.tables().clone();
-        let mut batch = std::mem::take(&mut self.batch);
-        for p in frames.drain(..) {
-            self.triage(&t, port, p, now, &mut batch, tx);
+        let dir = self.direction(port);
+        // Steps 1 and 3 in one pass over the burst: the host stage decides for each frame
+        // as the pipeline reaches it, and keeps what is not the pipeline's.
+        let mut claims = std::mem::take(&mut self.claims);
+        claims.clear();
+        let host = HostStage {
+            port,
+            neighbours: &self.neighbours,
+            hop_limit: self.hop_limit,
+            claims: &mut claims,
+        };
+        self.pipeline.process_with_host(dir, frames, Some(host));
+        // Step 2 and the host's answers, for the frames it claimed.
+        let mut reassembled = std::mem::take(&mut self.batch);
+        for &(i, triage) in &claims {
+            let fresh = self.pool.get();
+            let p = std::mem::replace(&mut frames[i], fresh);
+            self.host_frame(&t, port, p, triage, now, &mut reassembled, tx);
         }
-        self.run_pipeline(&t, self.direction(port), &mut batch, now, true, tx);
-        self.batch = batch;
+        self.claims = claims;
+        self.after_pipeline(&t, dir, frames, now, true, tx);
+        // Datagrams completed by this burst's fragments go through the pipeline now.
+        self.run_pipeline(&t, dir, &mut reassembled, now, true, tx);
+        self.batch = reassembled;
         // A next hop that resolved on another worker releases its packets before newer
         // packets to it (from the next port) overtake them.
         if self.neighbours.version() != self.neighbour_version && !self.held.is_empty() {
@@ -288,20 +314,21 @@ impl Node {
         self.pipeline.counters.drops[DropReason::Reassembly as usize] += pending;
     }
 
-    /// Step 1 and 2 for one frame: answered, dropped, or on to `batch`.
-    fn triage(
+    /// Step 2 and the host's answers for one frame the host stage claimed: answered,
+    /// consumed, dropped, or (a datagram its fragment completed) on to `reassembled`.
+    #[allow(clippy::too_many_arguments)]
+    fn host_frame(
         &mut self,
         t: &Arc<Tables>,
         port: u16,
         mut p: Packet,
+        triage: Triage,
         now: Instant,
-        batch: &mut Vec<Packet>,
+        reassembled: &mut Vec<Packet>,
         tx: &mut Transmit,
     ) {
-        p.in_port = port;
-        p.verdict = Verdict::Pending;
-        match host::triage_with(&mut p, port, t, &self.neighbours, self.hop_limit) {
-            Triage::Pipeline => batch.push(p),
+        match triage {
+            Triage::Pipeline => reassembled.push(p),
             Triage::Reply => {
                 self.count_reply(&p);
                 tx.push(port, p);
@@ -311,7 +338,7 @@ impl Node {
             Triage::Fragment(hl) => match self.reassembler.offer(&mut p, hl, now) {
                 Reassembled::Complete => {
                     self.host.reassembled += 1;
-                    batch.push(p);
+                    reassembled.push(p);
                 }
                 Reassembled::Pending => self.pool.put(p),
                 Reassembled::Dropped => self.drop_packet(p, DropReason::Reassembly),
@@ -355,6 +382,19 @@ impl Node {
             return;
         }
         self.pipeline.process(dir, pkts);
+        self.after_pipeline(t, dir, pkts, now, first, tx);
+    }
+
+    /// Steps 4 and 5 for a burst the pipeline has processed, and the transmit queues.
+    fn after_pipeline(
+        &mut self,
+        t: &Arc<Tables>,
+        dir: Direction,
+        pkts: &mut Vec<Packet>,
+        now: Instant,
+        first: bool,
+        tx: &mut Transmit,
+    ) {
         // Packets held for a next hop go out before newer ones to the same hop: another
         // worker may have learned the address since, and this burst already used it.
         if !self.held.is_empty() {

@@ -1,0 +1,283 @@
+//! The gateway as a host on its links: it owns its ports' addresses, answers ARP and
+//! IPv6 neighbour solicitations for them, answers ping, learns its neighbours, decrements
+//! TTL / hop limit on what it forwards, and builds the ICMP errors a router sends
+//! (time exceeded, fragmentation needed, packet too big).
+//!
+//! Sans-I/O like the pipeline: [`triage`] looks at one received frame before the
+//! pipeline does and says what to do with it; replies are built in the packet's own
+//! buffer. Every read is bounds-checked: a short or odd frame is dropped, never a panic.
+//!
+//! This file: the triage itself, with the IPv4 fast path every data packet takes, and the
+//! IPv4 half (TTL); [`arp`] answers and learns ARP; [`nd`] is the IPv6 half (neighbour
+//! discovery, hop limit); [`icmp`] builds echo replies and ICMP errors.
+
+use std::net::IpAddr;
+
+use espgw_wire::arp as wire_arp;
+use espgw_wire::ethernet::{
+    EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, HEADER_LEN,
+};
+use espgw_wire::icmp::{self as wire_icmp, IcmpHeader};
+use espgw_wire::ipv4::Ipv4Packet;
+use espgw_wire::ipv6::Ipv6Packet;
+use espgw_wire::{checksum, proto};
+
+use crate::counters::DropReason;
+use crate::neighbour::NeighbourCache;
+use crate::packet::{Packet, Verdict};
+use crate::tables::{PortInfo, Tables};
+
+mod arp;
+mod icmp;
+mod nd;
+#[cfg(test)]
+mod tests;
+
+use icmp::echo_reply_v4;
+pub use icmp::{build_icmp_error, icmpv6_checksum, IcmpError};
+pub(crate) use nd::ND_NA;
+use nd::{ipv6, ND_NS};
+
+/// What to do with a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Triage {
+    /// On to the data-plane pipeline.
+    Pipeline,
+    /// Answered in place: send the frame back out of the port it came in on.
+    Reply,
+    /// Handled (an ARP reply learned from, a router advertisement ignored).
+    Consumed,
+    Drop(DropReason),
+    /// A fragment addressed to the gateway (fragmented ESP): reassemble it first. Holds
+    /// the Ethernet header length.
+    Fragment(usize),
+    /// TTL / hop limit ran out: answer with ICMP time exceeded. Holds the Ethernet header
+    /// length (the IP packet follows it).
+    TimeExceeded(usize),
+}
+
+/// What forwarding does to the TTL / hop limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HopLimit {
+    /// As a router: decrement it, and answer expiry with ICMP time exceeded (RFC 1812
+    /// §5.3.1, RFC 8200 §3; RFC 4301 §5.1.2 has the encapsulating gateway do so too).
+    #[default]
+    Decrement,
+    /// Leave it alone, as a bump in the wire (DPDK ipsec-secgw) does: the offline gateway,
+    /// whose captures are compared byte for byte with other implementations'.
+    Keep,
+}
+
+/// Classifies one frame received on `port` (Ethernet header at the packet's start), as a
+/// router does ([`HopLimit::Decrement`]).
+pub fn triage(p: &mut Packet, port: u16, t: &Tables, cache: &NeighbourCache) -> Triage {
+    triage_with(p, port, t, cache, HopLimit::Decrement)
+}
+
+/// [`triage`], with the TTL / hop limit treated as `hop` says.
+pub fn triage_with(
+    p: &mut Packet,
+    port: u16,
+    t: &Tables,
+    cache: &NeighbourCache,
+    hop: HopLimit,
+) -> Triage {
+    let Some(info) = t.ports.get(usize::from(port)) else {
+        return Triage::Drop(DropReason::Malformed);
+    };
+    if let Some(fast) = ipv4_fast(p.data_mut(), t, hop) {
+        return fast;
+    }
+    triage_general(p, port, info, t, cache, hop)
+}
+
+/// [`triage_with`], inlined into the caller's loop over a burst so that the common case
+/// (the IPv4 fast path) costs no call.
+#[inline(always)]
+pub fn triage_inline(
+    p: &mut Packet,
+    port: u16,
+    t: &Tables,
+    cache: &NeighbourCache,
+    hop: HopLimit,
+) -> Triage {
+    if usize::from(port) < t.ports.len() {
+        if let Some(fast) = ipv4_fast(p.data_mut(), t, hop) {
+            return fast;
+        }
+    }
+    triage_with(p, port, t, cache, hop)
+}
+
+/// Everything but the fast path.
+fn triage_general(
+    p: &mut Packet,
+    port: u16,
+    info: &PortInfo,
+    t: &Tables,
+    cache: &NeighbourCache,
+    hop: HopLimit,
+) -> Triage {
+    let (hl, et, src_mac) = match EthernetFrame::new_checked(p.data()) {
+        Ok(e) => (e.header_len(), e.ethertype(), e.src()),
+        Err(_) => return Triage::Drop(DropReason::Malformed),
+    };
+    match et {
+        ETHERTYPE_ARP => arp::receive(p, hl, port, info, cache),
+        ETHERTYPE_IPV4 => ipv4(p, hl, t, hop),
+        ETHERTYPE_IPV6 => ipv6(p, hl, (port, info), t, cache, src_mac, hop),
+        _ => Triage::Drop(DropReason::NotIp),
+    }
+}
+
+fn on_link(info: &PortInfo, addr: IpAddr) -> bool {
+    info.addresses.iter().any(|p| p.contains(addr))
+}
+
+/// The common case, decided from one read of the first 34 bytes: an untagged IPv4 frame
+/// without options or fragmentation, either ESP / AH for the gateway or unicast to forward
+/// (TTL decremented here, with the checksum updated incrementally, RFC 1624). `None`: the
+/// general path decides, with the same outcome for these frames. This is the per-packet
+/// cost the host stage adds to every data packet, so it reads each byte once.
+#[inline(always)]
+fn ipv4_fast(d: &mut [u8], t: &Tables, hop: HopLimit) -> Option<Triage> {
+    let len = d.len();
+    let h: &mut [u8; HEADER_LEN + 20] = d.get_mut(..HEADER_LEN + 20)?.try_into().ok()?;
+    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+    let fragmented = (h[20] & 0x3f) | h[21] != 0;
+    if h[12..14] != ETHERTYPE_IPV4.to_be_bytes()
+        || h[14] != 0x45
+        || fragmented
+        || total < 20
+        || HEADER_LEN + total > len
+    {
+        return None;
+    }
+    let (ttl, protocol) = (h[22], h[23]);
+    let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+    if t.is_local(true, u128::from(dst)) {
+        return matches!(protocol, proto::ESP | proto::AH).then_some(Triage::Pipeline);
+    }
+    if dst == u32::MAX || dst >> 28 == 0xe || hop == HopLimit::Keep || ttl <= 1 {
+        return None;
+    }
+    h[22] = ttl - 1;
+    let old = u16::from_be_bytes([ttl, protocol]);
+    let c = checksum::update16(u16::from_be_bytes([h[24], h[25]]), old, old - 0x100);
+    h[24..26].copy_from_slice(&c.to_be_bytes());
+    Some(Triage::Pipeline)
+}
+
+/// Swaps the Ethernet source and destination (a reply to the sender's MAC).
+fn reflect_ethernet(d: &mut [u8], our_mac: MacAddr) {
+    let mut src = [0u8; 6];
+    src.copy_from_slice(&d[6..12]);
+    d[0..6].copy_from_slice(&src);
+    d[6..12].copy_from_slice(&our_mac);
+}
+
+fn ipv4(p: &mut Packet, hl: usize, t: &Tables, hop: HopLimit) -> Triage {
+    let (ihl, total, dst, proto, ttl, frag, dport, icmp_type) = {
+        let Ok(ip) = Ipv4Packet::new_checked(&p.data()[hl..]) else {
+            return Triage::Drop(DropReason::Malformed);
+        };
+        let pl = ip.payload();
+        let dport = if pl.len() >= 4 {
+            u16::from_be_bytes([pl[2], pl[3]])
+        } else {
+            0
+        };
+        (
+            ip.header_len(),
+            ip.total_len(),
+            u32::from(ip.dst()),
+            ip.protocol(),
+            ip.ttl(),
+            ip.is_fragment(),
+            dport,
+            pl.first().copied(),
+        )
+    };
+    if t.is_local(true, u128::from(dst)) {
+        if frag {
+            return Triage::Fragment(hl);
+        }
+        return match proto {
+            proto::ESP | proto::AH => Triage::Pipeline,
+            proto::UDP if t.udp_encap_ports.contains(&dport) => Triage::Pipeline,
+            proto::ICMP if icmp_type == Some(8) => echo_reply_v4(p, hl, ihl, total, t),
+            _ => Triage::Drop(DropReason::ToGateway),
+        };
+    }
+    if dst == u32::MAX || dst >> 28 == 0xe {
+        // Broadcast and multicast are not forwarded.
+        return Triage::Drop(DropReason::ToGateway);
+    }
+    if hop == HopLimit::Keep {
+        return Triage::Pipeline;
+    }
+    if ttl <= 1 {
+        return Triage::TimeExceeded(hl);
+    }
+    let d = &mut p.data_mut()[hl..];
+    d[8] = ttl - 1;
+    let old = u16::from_be_bytes([ttl, proto]);
+    let new = u16::from_be_bytes([ttl - 1, proto]);
+    let c = checksum::update16(u16::from_be_bytes([d[10], d[11]]), old, new);
+    d[10..12].copy_from_slice(&c.to_be_bytes());
+    Triage::Pipeline
+}
+
+/// An ARP request (IPv4) or neighbour solicitation (IPv6) for `target` from `info`'s
+/// address of that family, written into `p` as a frame. False if the port has no
+/// address of the family.
+pub fn build_solicitation(p: &mut Packet, info: &PortInfo, v4: bool, target: u128) -> bool {
+    let Some(our) = info.address(v4) else {
+        return false;
+    };
+    let res = match our {
+        IpAddr::V4(a) => {
+            let mut f = [0u8; HEADER_LEN + 28];
+            f[0..6].copy_from_slice(&[0xff; 6]);
+            f[6..12].copy_from_slice(&info.mac);
+            f[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+            let request = wire_arp::emit(
+                &mut f[HEADER_LEN..],
+                wire_arp::OP_REQUEST,
+                (info.mac, a.octets()),
+                ([0; 6], (target as u32).to_be_bytes()),
+            );
+            if request.is_err() {
+                return false;
+            }
+            p.load(&f)
+        }
+        IpAddr::V6(a) => {
+            let t = target.to_be_bytes();
+            let mut dst = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+            dst[13..].copy_from_slice(&t[13..]);
+            let mut f = [0u8; HEADER_LEN + 40 + 32];
+            f[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+            f[6..12].copy_from_slice(&info.mac);
+            f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+            let ip = &mut f[HEADER_LEN..];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&32u16.to_be_bytes());
+            ip[6] = proto::ICMPV6;
+            ip[7] = 255;
+            ip[8..24].copy_from_slice(&a.octets());
+            ip[24..40].copy_from_slice(&dst);
+            let icmp = &mut ip[40..];
+            icmp[0] = ND_NS;
+            icmp[8..24].copy_from_slice(&t);
+            icmp[24] = 1;
+            icmp[25] = 1;
+            icmp[26..32].copy_from_slice(&info.mac);
+            let c = icmpv6_checksum(&a.octets(), &dst, icmp);
+            icmp[2..4].copy_from_slice(&c.to_be_bytes());
+            p.load(&f)
+        }
+    };
+    p.verdict = Verdict::Pending;
+    res.is_ok()
+}

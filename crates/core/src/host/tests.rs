@@ -1,0 +1,218 @@
+use super::*;
+use espgw_config::{Config, PortConfig, Prefix};
+use espgw_crypto::default_provider;
+
+fn tables() -> Tables {
+    let mut c = Config {
+        burst: 32,
+        ..Config::default()
+    };
+    let mut port = espgw_config::implied_port(0);
+    port.addresses = vec![
+        Prefix {
+            addr: "198.51.100.1".parse().unwrap(),
+            len: 24,
+        },
+        Prefix {
+            addr: "2001:db8:100::1".parse().unwrap(),
+            len: 64,
+        },
+    ];
+    let _: &PortConfig = &port;
+    c.ports.push(port);
+    Tables::build(&c, default_provider().as_ref(), None).unwrap()
+}
+
+fn arp_request(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x22]);
+    f.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x22, 198, 51, 100, 2]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f
+}
+
+/// The fast path decides exactly as the general one does, byte for byte, wherever it
+/// decides at all: random IPv4 frames (local or not, multicast, fragments, options,
+/// short or long lengths, every TTL and protocol mix) through both.
+#[test]
+fn ipv4_fast_path_agrees_with_the_general_path() {
+    use rand::{Rng, SeedableRng};
+    let t = tables();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+    let dsts = [
+        [198, 51, 100, 1],
+        [203, 0, 113, 9],
+        [224, 0, 0, 5],
+        [255; 4],
+    ];
+    let (mut decided, mut forwarded) = (0, 0);
+    for _ in 0..20_000 {
+        let payload = rng.gen_range(0..40);
+        let mut f = vec![0u8; 14 + 20 + payload];
+        rng.fill(&mut f[..]);
+        f[12..14].copy_from_slice(&[8, 0]);
+        if rng.gen_bool(0.8) {
+            f[14] = 0x45;
+        }
+        if rng.gen_bool(0.7) {
+            f[20] &= 0x40;
+            f[21] = 0;
+        }
+        if rng.gen_bool(0.8) {
+            let total = (20 + payload - rng.gen_range(0..=payload.min(3))) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+        }
+        if rng.gen_bool(0.5) {
+            f[23] = [proto::ESP, proto::AH, proto::UDP, proto::ICMP][rng.gen_range(0..4)];
+        }
+        f[22] = [0, 1, 2, 64, 255][rng.gen_range(0..5)];
+        f[30..34].copy_from_slice(&dsts[rng.gen_range(0..dsts.len())]);
+        for hop in [HopLimit::Decrement, HopLimit::Keep] {
+            let mut fast = f.clone();
+            let Some(verdict) = ipv4_fast(&mut fast, &t, hop) else {
+                continue;
+            };
+            let mut p = Packet::new();
+            p.load(&f).unwrap();
+            assert_eq!(ipv4(&mut p, 14, &t, hop), verdict, "{f:02x?}");
+            assert_eq!(p.data(), &fast[..], "{f:02x?}");
+            decided += 1;
+            forwarded += usize::from(fast[22] != f[22]);
+        }
+    }
+    // Both kinds of decision were exercised.
+    assert!(decided > 2_000 && forwarded > 500, "{decided} {forwarded}");
+}
+
+#[test]
+fn answers_arp_for_own_address_and_learns_sender() {
+    let t = tables();
+    let cache = NeighbourCache::default();
+    let mut p = Packet::new();
+    p.load(&arp_request([198, 51, 100, 1])).unwrap();
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::Reply);
+    let d = p.data();
+    assert_eq!(&d[0..6], &[2, 0, 0, 0, 0, 0x22]);
+    assert_eq!(u16::from_be_bytes([d[20], d[21]]), 2, "ARP reply");
+    assert_eq!(&d[22..28], &t.ports[0].mac);
+    assert_eq!(&d[28..32], &[198, 51, 100, 1]);
+    assert_eq!(&d[38..42], &[198, 51, 100, 2]);
+    assert_eq!(cache.get(true, 0xc633_6402), Some([2, 0, 0, 0, 0, 0x22]));
+    // Not ours: learned from, not answered.
+    p.load(&arp_request([198, 51, 100, 9])).unwrap();
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::Consumed);
+    // Truncated.
+    p.load(&arp_request([198, 51, 100, 1])[..30]).unwrap();
+    assert_eq!(
+        triage(&mut p, 0, &t, &cache),
+        Triage::Drop(DropReason::Malformed)
+    );
+}
+
+#[test]
+fn solicitation_round_trip_v6() {
+    // Our own NS for our own address, fed back in, is answered with a valid NA.
+    let t = tables();
+    let cache = NeighbourCache::default();
+    let mut p = Packet::new();
+    let ours = u128::from("2001:db8:100::1".parse::<std::net::Ipv6Addr>().unwrap());
+    assert!(build_solicitation(&mut p, &t.ports[0], false, ours));
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::Reply);
+    let d = p.data();
+    let ip = &d[14..];
+    assert_eq!(ip[40], ND_NA);
+    let mut s = [0u8; 16];
+    s.copy_from_slice(&ip[8..24]);
+    let mut dd = [0u8; 16];
+    dd.copy_from_slice(&ip[24..40]);
+    assert_eq!(icmpv6_checksum(&s, &dd, &ip[40..]), 0);
+    // The NA teaches the sender of the NS (here: ourselves) our MAC.
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::Consumed);
+    assert_eq!(cache.get(false, ours), Some(t.ports[0].mac));
+}
+
+#[test]
+fn ttl_and_errors() {
+    let t = tables();
+    let cache = NeighbourCache::default();
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0x22, 8, 0];
+    let mut ip = [0u8; 28];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+    ip[8] = 1;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[198, 51, 100, 2]);
+    ip[16..20].copy_from_slice(&[203, 0, 113, 2]);
+    let c = checksum::checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let mut p = Packet::new();
+    p.load(&f).unwrap();
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::TimeExceeded(14));
+    let mut e = Packet::new();
+    let src: IpAddr = "198.51.100.1".parse().unwrap();
+    assert!(build_icmp_error(
+        &mut e,
+        &p.data()[14..],
+        IcmpError::TooBig(1400),
+        src
+    ));
+    let d = e.data();
+    assert_eq!(checksum::checksum(&d[..20]), 0);
+    assert_eq!(checksum::checksum(&d[20..]), 0);
+    assert_eq!((d[20], d[21]), (3, 4));
+    assert_eq!(u16::from_be_bytes([d[26], d[27]]), 1400);
+    assert_eq!(&d[16..20], &[198, 51, 100, 2]);
+    // No error about an error.
+    let err_copy = d.to_vec();
+    assert!(!build_icmp_error(
+        &mut e,
+        &err_copy,
+        IcmpError::TimeExceeded,
+        src
+    ));
+    // TTL 2 is decremented, the checksum stays valid.
+    p.data_mut()[14 + 8] = 2;
+    let c = {
+        let ipb = &mut p.data_mut()[14..34];
+        ipb[10] = 0;
+        ipb[11] = 0;
+        checksum::checksum(ipb)
+    };
+    p.data_mut()[24..26].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(triage(&mut p, 0, &t, &cache), Triage::Pipeline);
+    assert_eq!(p.data()[22], 1);
+    assert_eq!(checksum::checksum(&p.data()[14..34]), 0);
+}
+
+#[test]
+fn never_panics_on_garbage() {
+    let t = tables();
+    let cache = NeighbourCache::default();
+    let mut p = Packet::new();
+    let mut e = Packet::new();
+    let src: IpAddr = "198.51.100.1".parse().unwrap();
+    let src6: IpAddr = "2001:db8:100::1".parse().unwrap();
+    let mut x: u64 = 0x1234_5678_9abc_def0;
+    for len in 0..400usize {
+        for et in [0x0806u16, 0x0800, 0x86dd] {
+            let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+            f.extend_from_slice(&et.to_be_bytes());
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                f.push(x as u8);
+            }
+            if f.len() > 14 {
+                f[14] = if et == 0x86dd { 0x60 } else { 0x45 };
+            }
+            p.load(&f).unwrap();
+            let _ = triage(&mut p, 0, &t, &cache);
+            let _ = build_icmp_error(&mut e, &f[14..], IcmpError::TooBig(1280), src);
+            let _ = build_icmp_error(&mut e, &f[14..], IcmpError::TimeExceeded, src6);
+        }
+    }
+}

@@ -133,209 +133,265 @@ impl Tables {
         previous: Option<&Tables>,
     ) -> Result<Tables, ConfigError> {
         cfg.validate()?;
-        let mut sas = Vec::with_capacity(cfg.sas.len());
-        let mut sa_in_by_spi = FxHashMap::default();
-        let mut ah_in_by_spi = FxHashMap::default();
-        let mut udp_encap_ports = Vec::new();
-        // The running SAs by direction and SPI: a reload finds each one's state in constant time.
-        let mut previous_at: FxHashMap<(Direction, u32), usize> = FxHashMap::default();
-        for (i, o) in previous.map_or(&[][..], |p| &p.sas[..]).iter().enumerate() {
-            previous_at.entry((o.direction, o.spi)).or_insert(i);
-        }
-        for sc in &cfg.sas {
-            let key_error = |e: espgw_crypto::CryptoError| sc.loc.error("key", e.to_string());
-            let (key, iv_len) = match sc.proto {
-                SaProto::Esp => (
-                    SaKey::Esp(
-                        espgw_crypto::esp_key(
-                            provider,
-                            sc.suite,
-                            &sc.enc_key,
-                            &sc.auth_key,
-                            sc.esn,
-                        )
-                        .map_err(key_error)?,
-                    ),
-                    sc.suite.iv_len(),
-                ),
-                SaProto::Ah => {
-                    let k = AhKey::new(sc.suite.integ, &sc.auth_key).map_err(key_error)?;
-                    let iv = k.iv_len();
-                    (SaKey::Ah(Arc::new(k)), iv)
-                }
-            };
-            let state = previous
-                .and_then(|p| {
-                    let i = *previous_at.get(&(sc.direction, sc.spi))?;
-                    let o = &p.sas[i];
-                    same_keys(&o.config, sc).then_some(o)
-                })
-                .map(|o| {
-                    // A new replay_window resizes the carried window, keeping its state.
-                    if o.config.replay_window != sc.replay_window {
-                        let mut w = o.state.replay.lock().unwrap_or_else(|e| e.into_inner());
-                        *w = w.resized(sc.replay_window);
-                    }
-                    o.state.clone()
-                })
-                .unwrap_or_else(|| Arc::new(SaState::new(sc.initial_seq, sc.replay_window)));
-            if sc.direction == Direction::In {
-                match sc.proto {
-                    SaProto::Esp => sa_in_by_spi.insert(sc.spi, sas.len() as u32),
-                    SaProto::Ah => ah_in_by_spi.insert(sc.spi, sas.len() as u32),
-                };
-                if let Some(u) = sc.udp_encap {
-                    if !udp_encap_ports.contains(&u.dst_port) {
-                        udp_encap_ports.push(u.dst_port);
-                    }
-                }
-            }
-            sas.push(Sa {
-                spi: sc.spi,
-                direction: sc.direction,
-                mode: sc.mode,
-                proto: sc.proto,
-                iv_len,
-                icv_len: sc.suite.icv_len(),
-                block_len: sc.suite.block_len(),
-                key,
-                esn: sc.esn,
-                udp: sc.udp_encap,
-                ttl: sc.ttl,
-                lifetime: sc.lifetime,
-                label: sc.label(),
-                max_inner: usize::MAX,
-                state,
-                key_id: sc.key_id(),
-                config: sc.clone(),
-            });
-        }
-        // ESP-in-UDP on the standard port is always recognised inbound.
-        if !udp_encap_ports.contains(&espgw_wire::udp::NAT_T_PORT) {
-            udp_encap_ports.push(espgw_wire::udp::NAT_T_PORT);
-        }
-        let mut out_rules = Vec::new();
-        let mut bundles_out: Vec<(u32, u32)> = Vec::new();
-        let mut in_rules = Vec::new();
-        // Each policy finds its SA in constant time (30,000 policies would otherwise be a
-        // quadratic scan at every load and reload).
-        let mut sa_at: FxHashMap<(Direction, u32), u32> = FxHashMap::default();
-        for (i, s) in sas.iter().enumerate() {
-            sa_at.entry((s.direction, s.spi)).or_insert(i as u32);
-        }
-        for p in &cfg.policies {
-            let index = |spi: u32| {
-                sa_at.get(&(p.direction, spi)).copied().ok_or_else(|| {
-                    p.loc
-                        .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
-                })
-            };
-            let action = match p.action {
-                Action::Bypass => SpdAction::Bypass,
-                Action::Discard => SpdAction::Discard,
-                Action::Protect(spi) => SpdAction::Protect(index(spi)?),
-                Action::Bundle { esp, ah } => {
-                    let (esp, ah) = (index(esp)?, index(ah)?);
-                    if p.direction == Direction::Out {
-                        bundles_out.push((esp, ah));
-                    }
-                    SpdAction::Bundle { esp, ah }
-                }
-            };
-            let rule = SpdRule {
-                v4: p.src.is_ipv4(),
-                src: addr_bits(p.src.addr).0,
-                src_len: p.src.len,
-                dst: addr_bits(p.dst.addr).0,
-                dst_len: p.dst.len,
-                proto: p.proto,
-                sport: p.sport,
-                dport: p.dport,
-                priority: p.priority,
-                action,
-            };
-            match p.direction {
-                Direction::Out => out_rules.push(rule),
-                Direction::In => in_rules.push(rule),
-            }
-        }
-        let mut routes = RouteTable::new();
-        for r in &cfg.routes {
-            routes.insert(
-                r.dst.is_ipv4(),
-                addr_bits(r.dst.addr).0,
-                r.dst.len,
-                RouteTarget {
-                    port: r.port as u16,
-                    via: r.via.map(|v| addr_bits(v).0),
-                },
-            );
-        }
-        let ports: Vec<PortInfo> = cfg
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PortInfo {
-                name: p.name.clone(),
-                mac: p.mac,
-                addresses: p.addresses.clone(),
-                role: cfg.port_role(i),
-                mtu: p.mtu,
-            })
-            .collect();
-        // Path MTU per outbound SA: the MTU of the port its ESP leaves by (tunnel: the
-        // route to the remote end; transport: the smallest unprotected port).
-        for sa in sas.iter_mut().filter(|s| s.direction == Direction::Out) {
-            let mtu = match sa.mode {
-                Mode::Tunnel { remote, .. } => routes
-                    .lookup(remote.is_ipv4(), addr_bits(remote).0)
-                    .and_then(|r| ports.get(usize::from(r.port)))
-                    .and_then(|p| p.mtu),
-                Mode::Transport => ports
-                    .iter()
-                    .filter(|p| p.role == PortRole::Unprotected)
-                    .filter_map(|p| p.mtu)
-                    .min(),
-            };
-            if let Some(mtu) = mtu {
-                sa.max_inner = max_inner_len(&sa.config, mtu);
-            }
-        }
-        // An ESP SA inside a bundle leaves room for the AH around it (the path MTU is the
-        // AH SA's; conservative if the ESP SA also serves a policy on its own).
-        for (esp, ah) in bundles_out {
-            let ah = &sas[ah as usize];
-            if ah.max_inner == usize::MAX {
-                continue;
-            }
-            let room = ah.max_inner;
-            let esp = &mut sas[esp as usize];
-            let mtu = u16::try_from(room).unwrap_or(u16::MAX);
-            esp.max_inner = esp.max_inner.min(max_inner_len(&esp.config, mtu));
-        }
-        let mut neighbours = Neighbours::new((0..ports.len()).map(default_neighbour_mac).collect());
-        for n in &cfg.neighbours {
-            match n.ip {
-                Some(ip) => neighbours.insert_ip(ip.is_ipv4(), addr_bits(ip).0, n.mac),
-                None => neighbours.set_port(n.port, n.mac),
-            }
-        }
+        let mut sad = build_sas(cfg, provider, previous)?;
+        let spd = build_spd(cfg, &sad.sas)?;
+        let routes = build_routes(cfg);
+        let ports = port_infos(cfg);
+        set_path_mtus(&mut sad.sas, &routes, &ports, &spd.bundles_out);
+        let neighbours = static_neighbours(cfg, ports.len());
         Ok(Tables {
             local_v4: local_addresses(&ports, true),
             local_v6: local_addresses(&ports, false),
-            sas,
-            spd_out: Spd::new(out_rules),
-            spd_in: Spd::new(in_rules),
-            sa_in_by_spi,
-            ah_in_by_spi,
+            sas: sad.sas,
+            spd_out: Spd::new(spd.out_rules),
+            spd_in: Spd::new(spd.in_rules),
+            sa_in_by_spi: sad.esp_in_by_spi,
+            ah_in_by_spi: sad.ah_in_by_spi,
             routes,
             neighbours,
             ports,
-            udp_encap_ports,
+            udp_encap_ports: sad.udp_encap_ports,
             burst: cfg.burst,
             provider_name: provider.name(),
         })
     }
+}
+
+/// The SAD: every SA with its key and state, and the inbound lookups by SPI.
+struct Sad {
+    sas: Vec<Sa>,
+    esp_in_by_spi: FxHashMap<u32, u32>,
+    ah_in_by_spi: FxHashMap<u32, u32>,
+    /// UDP destination ports on which ESP-in-UDP is expected (RFC 3948).
+    udp_encap_ports: Vec<u16>,
+}
+
+fn build_sas(
+    cfg: &Config,
+    provider: &dyn CryptoProvider,
+    previous: Option<&Tables>,
+) -> Result<Sad, ConfigError> {
+    let mut sad = Sad {
+        sas: Vec::with_capacity(cfg.sas.len()),
+        esp_in_by_spi: FxHashMap::default(),
+        ah_in_by_spi: FxHashMap::default(),
+        udp_encap_ports: Vec::new(),
+    };
+    // The running SAs by direction and SPI: a reload finds each one's state in constant time.
+    let mut previous_at: FxHashMap<(Direction, u32), usize> = FxHashMap::default();
+    for (i, o) in previous.map_or(&[][..], |p| &p.sas[..]).iter().enumerate() {
+        previous_at.entry((o.direction, o.spi)).or_insert(i);
+    }
+    for sc in &cfg.sas {
+        let (key, iv_len) = sa_key(sc, provider)?;
+        let state = previous
+            .and_then(|p| {
+                let i = *previous_at.get(&(sc.direction, sc.spi))?;
+                Some(&p.sas[i])
+            })
+            .and_then(|o| carried_state(o, sc))
+            .unwrap_or_else(|| Arc::new(SaState::new(sc.initial_seq, sc.replay_window)));
+        if sc.direction == Direction::In {
+            let index = sad.sas.len() as u32;
+            match sc.proto {
+                SaProto::Esp => sad.esp_in_by_spi.insert(sc.spi, index),
+                SaProto::Ah => sad.ah_in_by_spi.insert(sc.spi, index),
+            };
+            if let Some(u) = sc.udp_encap {
+                if !sad.udp_encap_ports.contains(&u.dst_port) {
+                    sad.udp_encap_ports.push(u.dst_port);
+                }
+            }
+        }
+        sad.sas.push(Sa {
+            spi: sc.spi,
+            direction: sc.direction,
+            mode: sc.mode,
+            proto: sc.proto,
+            iv_len,
+            icv_len: sc.suite.icv_len(),
+            block_len: sc.suite.block_len(),
+            key,
+            esn: sc.esn,
+            udp: sc.udp_encap,
+            ttl: sc.ttl,
+            lifetime: sc.lifetime,
+            label: sc.label(),
+            max_inner: usize::MAX,
+            state,
+            key_id: sc.key_id(),
+            config: sc.clone(),
+        });
+    }
+    // ESP-in-UDP on the standard port is always recognised inbound.
+    if !sad.udp_encap_ports.contains(&espgw_wire::udp::NAT_T_PORT) {
+        sad.udp_encap_ports.push(espgw_wire::udp::NAT_T_PORT);
+    }
+    Ok(sad)
+}
+
+/// An SA's key (and IV length), made with `provider`; an error names the SA's `key` field.
+fn sa_key(sc: &SaConfig, provider: &dyn CryptoProvider) -> Result<(SaKey, usize), ConfigError> {
+    let key_error = |e: espgw_crypto::CryptoError| sc.loc.error("key", e.to_string());
+    Ok(match sc.proto {
+        SaProto::Esp => (
+            SaKey::Esp(
+                espgw_crypto::esp_key(provider, sc.suite, &sc.enc_key, &sc.auth_key, sc.esn)
+                    .map_err(key_error)?,
+            ),
+            sc.suite.iv_len(),
+        ),
+        SaProto::Ah => {
+            let k = AhKey::new(sc.suite.integ, &sc.auth_key).map_err(key_error)?;
+            let iv = k.iv_len();
+            (SaKey::Ah(Arc::new(k)), iv)
+        }
+    })
+}
+
+/// The running SA `o`'s state, if `sc` keeps its keys (a reload): sequence numbers and
+/// replay window carry over, the window resized if `sc` changes its size.
+fn carried_state(o: &Sa, sc: &SaConfig) -> Option<Arc<SaState>> {
+    if !same_keys(&o.config, sc) {
+        return None;
+    }
+    if o.config.replay_window != sc.replay_window {
+        let mut w = o.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+        *w = w.resized(sc.replay_window);
+    }
+    Some(o.state.clone())
+}
+
+/// The SPD's rules by direction, and the outbound bundles (ESP SA, AH SA) for path MTUs.
+struct SpdRules {
+    out_rules: Vec<SpdRule>,
+    in_rules: Vec<SpdRule>,
+    bundles_out: Vec<(u32, u32)>,
+}
+
+fn build_spd(cfg: &Config, sas: &[Sa]) -> Result<SpdRules, ConfigError> {
+    let mut rules = SpdRules {
+        out_rules: Vec::new(),
+        in_rules: Vec::new(),
+        bundles_out: Vec::new(),
+    };
+    // Each policy finds its SA in constant time (30,000 policies would otherwise be a
+    // quadratic scan at every load and reload).
+    let mut sa_at: FxHashMap<(Direction, u32), u32> = FxHashMap::default();
+    for (i, s) in sas.iter().enumerate() {
+        sa_at.entry((s.direction, s.spi)).or_insert(i as u32);
+    }
+    for p in &cfg.policies {
+        let index = |spi: u32| {
+            sa_at.get(&(p.direction, spi)).copied().ok_or_else(|| {
+                p.loc
+                    .error("protect", format!("no {} SA 0x{spi:x}", p.direction))
+            })
+        };
+        let action = match p.action {
+            Action::Bypass => SpdAction::Bypass,
+            Action::Discard => SpdAction::Discard,
+            Action::Protect(spi) => SpdAction::Protect(index(spi)?),
+            Action::Bundle { esp, ah } => {
+                let (esp, ah) = (index(esp)?, index(ah)?);
+                if p.direction == Direction::Out {
+                    rules.bundles_out.push((esp, ah));
+                }
+                SpdAction::Bundle { esp, ah }
+            }
+        };
+        let rule = SpdRule {
+            v4: p.src.is_ipv4(),
+            src: addr_bits(p.src.addr).0,
+            src_len: p.src.len,
+            dst: addr_bits(p.dst.addr).0,
+            dst_len: p.dst.len,
+            proto: p.proto,
+            sport: p.sport,
+            dport: p.dport,
+            priority: p.priority,
+            action,
+        };
+        match p.direction {
+            Direction::Out => rules.out_rules.push(rule),
+            Direction::In => rules.in_rules.push(rule),
+        }
+    }
+    Ok(rules)
+}
+
+fn build_routes(cfg: &Config) -> RouteTable {
+    let mut routes = RouteTable::new();
+    for r in &cfg.routes {
+        routes.insert(
+            r.dst.is_ipv4(),
+            addr_bits(r.dst.addr).0,
+            r.dst.len,
+            RouteTarget {
+                port: r.port as u16,
+                via: r.via.map(|v| addr_bits(v).0),
+            },
+        );
+    }
+    routes
+}
+
+fn port_infos(cfg: &Config) -> Vec<PortInfo> {
+    cfg.ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PortInfo {
+            name: p.name.clone(),
+            mac: p.mac,
+            addresses: p.addresses.clone(),
+            role: cfg.port_role(i),
+            mtu: p.mtu,
+        })
+        .collect()
+}
+
+/// Path MTU per outbound SA: the MTU of the port its ESP leaves by (tunnel: the route to
+/// the remote end; transport: the smallest unprotected port).
+fn set_path_mtus(sas: &mut [Sa], routes: &RouteTable, ports: &[PortInfo], bundles: &[(u32, u32)]) {
+    for sa in sas.iter_mut().filter(|s| s.direction == Direction::Out) {
+        let mtu = match sa.mode {
+            Mode::Tunnel { remote, .. } => routes
+                .lookup(remote.is_ipv4(), addr_bits(remote).0)
+                .and_then(|r| ports.get(usize::from(r.port)))
+                .and_then(|p| p.mtu),
+            Mode::Transport => ports
+                .iter()
+                .filter(|p| p.role == PortRole::Unprotected)
+                .filter_map(|p| p.mtu)
+                .min(),
+        };
+        if let Some(mtu) = mtu {
+            sa.max_inner = max_inner_len(&sa.config, mtu);
+        }
+    }
+    // An ESP SA inside a bundle leaves room for the AH around it (the path MTU is the
+    // AH SA's; conservative if the ESP SA also serves a policy on its own).
+    for &(esp, ah) in bundles {
+        let ah = &sas[ah as usize];
+        if ah.max_inner == usize::MAX {
+            continue;
+        }
+        let mtu = u16::try_from(ah.max_inner).unwrap_or(u16::MAX);
+        let esp = &mut sas[esp as usize];
+        esp.max_inner = esp.max_inner.min(max_inner_len(&esp.config, mtu));
+    }
+}
+
+/// The configuration's static neighbours, over per-port defaults.
+fn static_neighbours(cfg: &Config, ports: usize) -> Neighbours {
+    let mut neighbours = Neighbours::new((0..ports).map(default_neighbour_mac).collect());
+    for n in &cfg.neighbours {
+        match n.ip {
+            Some(ip) => neighbours.insert_ip(ip.is_ipv4(), addr_bits(ip).0, n.mac),
+            None => neighbours.set_port(n.port, n.mac),
+        }
+    }
+    neighbours
 }
 
 #[cfg(test)]

@@ -62,26 +62,7 @@ impl From<FormatArg> for Format {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run every frame of a capture through the gateway and write what it would send.
-    Pcap {
-        /// Configuration file (native TOML, DPDK ipsec-secgw, or setkey); the built-in
-        /// default when left out.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Force the configuration format instead of detecting it.
-        #[arg(long, value_enum)]
-        format: Option<FormatArg>,
-        #[arg(long, value_enum)]
-        direction: Dir,
-        #[arg(long)]
-        input: PathBuf,
-        #[arg(long)]
-        output: PathBuf,
-        /// Print the counters as JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        state: seq_store::StateArgs,
-    },
+    Pcap(PcapArgs),
     /// Check a configuration and print what it sets up.
     Check {
         #[arg(long)]
@@ -123,6 +104,28 @@ enum Cmd {
     /// `packaging/espgw.8` is this output.
     #[command(hide = true)]
     Manpage,
+}
+
+#[derive(clap::Args)]
+struct PcapArgs {
+    /// Configuration file (native TOML, DPDK ipsec-secgw, or setkey); the built-in
+    /// default when left out.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Force the configuration format instead of detecting it.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    #[arg(long, value_enum)]
+    direction: Dir,
+    #[arg(long)]
+    input: PathBuf,
+    #[arg(long)]
+    output: PathBuf,
+    /// Print the counters as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: seq_store::StateArgs,
 }
 
 const DEFAULT_CONTROL: &str = "/run/espgw/espgw.sock";
@@ -198,84 +201,8 @@ fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
-        Cmd::Pcap {
-            config,
-            format,
-            direction,
-            input,
-            output,
-            json,
-            state,
-        } => {
-            let cfg = load_config(&config, format)?;
-            let store = seq_store::open_for(&cfg, &state)?;
-            let p = provider(cli.crypto)?;
-            let tables =
-                Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
-            if let Some(s) = &store {
-                s.attach(&tables).map_err(|e| e.to_string())?;
-            }
-            let dir = match direction {
-                Dir::Outbound => Direction::Out,
-                Dir::Inbound => Direction::In,
-            };
-            let port = offline::arrival_port(&tables, dir)?;
-            let mut node = offline::node(tables.clone());
-            let st = offline::run_pcap(&mut node, port, &input, &output, store.as_ref())
-                .map_err(|e| e.to_string())?;
-            let counters = node.counters();
-            if json {
-                let mut v = report::json(&tables, counters);
-                v["oversized_records"] = st.oversized.into();
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            } else {
-                println!(
-                    "{} -> {}: {} frames read, {} written",
-                    input.display(),
-                    output.display(),
-                    st.frames_in,
-                    st.frames_out
-                );
-                if st.oversized > 0 {
-                    println!(
-                        "{} records larger than a packet buffer were skipped",
-                        st.oversized
-                    );
-                }
-                print!("{}", report::text(&tables, counters));
-            }
-            Ok(())
-        }
-        Cmd::Check { config, format } => {
-            if let Some(w) = config.as_deref().and_then(exposed_config) {
-                eprintln!("espgw: warning: {w} (`espgw run` refuses it)");
-            }
-            let cfg = load_config(&config, format)?;
-            let p = provider(cli.crypto)?;
-            let t = Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?;
-            println!(
-                "ok: {} ports, {} SAs, {} outbound and {} inbound policies, {} routes",
-                t.ports.len(),
-                t.sas.len(),
-                t.spd_out.len(),
-                t.spd_in.len(),
-                t.routes.len()
-            );
-            for sa in &t.sas {
-                println!(
-                    "  sa {:<3} spi 0x{:08x} {} {} icv {} esn {} replay window {}{}",
-                    sa.direction.to_string(),
-                    sa.spi,
-                    sa.config.algorithm_name(),
-                    sa.mode.name(),
-                    sa.icv_len,
-                    sa.esn,
-                    sa.config.replay_window,
-                    if sa.udp.is_some() { " udp-encap" } else { "" }
-                );
-            }
-            Ok(())
-        }
+        Cmd::Pcap(a) => pcap(a, cli.crypto),
+        Cmd::Check { config, format } => check(&config, format, cli.crypto),
         Cmd::Manpage => {
             manual_page(&mut std::io::stdout().lock()).map_err(|e| format!("manpage: {e}"))
         }
@@ -341,6 +268,83 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `espgw pcap`: a capture through the offline gateway, its counters printed.
+fn pcap(a: PcapArgs, crypto: ProviderChoice) -> Result<(), String> {
+    let cfg = load_config(&a.config, a.format)?;
+    let store = seq_store::open_for(&cfg, &a.state)?;
+    let p = provider(crypto)?;
+    let tables = Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
+    if let Some(s) = &store {
+        s.attach(&tables).map_err(|e| e.to_string())?;
+    }
+    let dir = match a.direction {
+        Dir::Outbound => Direction::Out,
+        Dir::Inbound => Direction::In,
+    };
+    let port = offline::arrival_port(&tables, dir)?;
+    let mut node = offline::node(tables.clone());
+    let st = offline::run_pcap(&mut node, port, &a.input, &a.output, store.as_ref())
+        .map_err(|e| e.to_string())?;
+    let counters = node.counters();
+    if a.json {
+        let mut v = report::json(&tables, counters);
+        v["oversized_records"] = st.oversized.into();
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!(
+            "{} -> {}: {} frames read, {} written",
+            a.input.display(),
+            a.output.display(),
+            st.frames_in,
+            st.frames_out
+        );
+        if st.oversized > 0 {
+            println!(
+                "{} records larger than a packet buffer were skipped",
+                st.oversized
+            );
+        }
+        print!("{}", report::text(&tables, counters));
+    }
+    Ok(())
+}
+
+/// `espgw check`: a configuration validated, its keys made, a summary printed.
+fn check(
+    config: &Option<PathBuf>,
+    format: Option<FormatArg>,
+    crypto: ProviderChoice,
+) -> Result<(), String> {
+    if let Some(w) = config.as_deref().and_then(exposed_config) {
+        eprintln!("espgw: warning: {w} (`espgw run` refuses it)");
+    }
+    let cfg = load_config(config, format)?;
+    let p = provider(crypto)?;
+    let t = Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?;
+    println!(
+        "ok: {} ports, {} SAs, {} outbound and {} inbound policies, {} routes",
+        t.ports.len(),
+        t.sas.len(),
+        t.spd_out.len(),
+        t.spd_in.len(),
+        t.routes.len()
+    );
+    for sa in &t.sas {
+        println!(
+            "  sa {:<3} spi 0x{:08x} {} {} icv {} esn {} replay window {}{}",
+            sa.direction.to_string(),
+            sa.spi,
+            sa.config.algorithm_name(),
+            sa.mode.name(),
+            sa.icv_len,
+            sa.esn,
+            sa.config.replay_window,
+            if sa.udp.is_some() { " udp-encap" } else { "" }
+        );
+    }
+    Ok(())
 }
 
 /// The manual page, espgw(8), generated from the command line's help.

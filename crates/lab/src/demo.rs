@@ -121,9 +121,57 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     .map_err(|e| e.to_string())?;
     let t1 = Arc::new(Tables::build(&gw1, provider, None).map_err(|e| e.to_string())?);
     let t2 = Arc::new(Tables::build(&gw2, provider, None).map_err(|e| e.to_string())?);
+    let plain = out.join("plaintext.pcap");
+    let esp = out.join("esp.pcap");
+    let back = out.join("decrypted.pcap");
+    let (originals, stray) = write_traffic(&plain, count)?;
 
-    // Traffic from the south of gateway 1: IPv4 and IPv6, UDP, TCP and ICMP, several
-    // sizes, and one packet no policy covers.
+    let mut gw1 = offline::node(t1.clone());
+    let south = offline::arrival_port(&t1, Direction::Out)?;
+    offline::run_pcap(&mut gw1, south, &plain, &esp, None).map_err(|e| e.to_string())?;
+    let mut gw2 = offline::node(t2.clone());
+    let north = offline::arrival_port(&t2, Direction::In)?;
+    offline::run_pcap(&mut gw2, north, &esp, &back, None).map_err(|e| e.to_string())?;
+
+    let esp_frames = read_all(&esp)?;
+    let back_frames = read_all(&back)?;
+    println!("espgw-lab demo: built-in default configuration, AES-128-GCM tunnel 192.0.2.1 -> 192.0.2.2 ({})", provider.name());
+    println!(
+        "gateway 1 encrypts {} -> {}; gateway 2 decrypts it -> {}\n",
+        plain.display(),
+        esp.display(),
+        back.display()
+    );
+    let identical = print_table(&originals, &stray, &esp_frames, &back_frames);
+    let all_esp = esp_frames.iter().all(|f| {
+        f.get(14..)
+            .and_then(|ip| parse_ip(ip).ok())
+            .is_some_and(|i| i.key.proto == proto::ESP)
+    });
+    println!(
+        "\ngateway 1 (outbound):\n{}",
+        report::text(&t1, gw1.counters())
+    );
+    println!(
+        "gateway 2 (inbound):\n{}",
+        report::text(&t2, gw2.counters())
+    );
+    println!(
+        "result: {identical} of {} protected frames came back identical; the transport side carried {} frames, {}",
+        originals.len(),
+        esp_frames.len(),
+        if all_esp { "all ESP" } else { "NOT all ESP" }
+    );
+    if identical != originals.len() || !all_esp {
+        return Err("demo failed: see the table above".into());
+    }
+    Ok(())
+}
+
+/// Writes the demonstration's traffic from the south of gateway 1 to `plain`: IPv4 and
+/// IPv6, UDP, TCP and ICMP, several sizes, then one packet no policy covers. Returns the
+/// protected frames and that stray one.
+fn write_traffic(plain: &Path, count: usize) -> Result<(Vec<Vec<u8>>, Vec<u8>), String> {
     let flows: Vec<(FlowSpec, &str)> = [
         ("198.51.100.10", "203.0.113.20", L4::Udp),
         ("198.51.100.11", "203.0.113.21", L4::Tcp),
@@ -148,10 +196,7 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     })
     .collect();
     let sizes = [64usize, 128, 512, 1024, 1518];
-    let plain = out.join("plaintext.pcap");
-    let esp = out.join("esp.pcap");
-    let back = out.join("decrypted.pcap");
-    let mut w = PcapWriter::create(&plain, LINKTYPE_ETHERNET).map_err(|e| e.to_string())?;
+    let mut w = PcapWriter::create(plain, LINKTYPE_ETHERNET).map_err(|e| e.to_string())?;
     let mut originals = Vec::new();
     for i in 0..count {
         let (spec, _) = &flows[i % flows.len()];
@@ -173,23 +218,16 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
         .map_err(|e| e.to_string())?;
     w.flush().map_err(|e| e.to_string())?;
     drop(w);
+    Ok((originals, gen::frame(&stray, 64, 0)))
+}
 
-    let mut gw1 = offline::node(t1.clone());
-    let south = offline::arrival_port(&t1, Direction::Out)?;
-    offline::run_pcap(&mut gw1, south, &plain, &esp, None).map_err(|e| e.to_string())?;
-    let mut gw2 = offline::node(t2.clone());
-    let north = offline::arrival_port(&t2, Direction::In)?;
-    offline::run_pcap(&mut gw2, north, &esp, &back, None).map_err(|e| e.to_string())?;
-
-    let esp_frames = read_all(&esp)?;
-    let back_frames = read_all(&back)?;
-    println!("espgw-lab demo: built-in default configuration, AES-128-GCM tunnel 192.0.2.1 -> 192.0.2.2 ({})", provider.name());
-    println!(
-        "gateway 1 encrypts {} -> {}; gateway 2 decrypts it -> {}\n",
-        plain.display(),
-        esp.display(),
-        back.display()
-    );
+/// Prints each frame in, out and back; returns how many came back identical.
+fn print_table(
+    originals: &[Vec<u8>],
+    stray: &[u8],
+    esp_frames: &[Vec<u8>],
+    back_frames: &[Vec<u8>],
+) -> usize {
     println!(
         "{:>3}  {:<52} {:>5}   {:<50} {:>5}  after gw2",
         "#", "in: plaintext on gw1 south", "bytes", "out: ESP on gw1 north", "bytes"
@@ -217,31 +255,9 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     println!(
         "{:>3}  {:<52} {:>5}   {:<50}",
         originals.len() + 1,
-        describe(&gen::frame(&stray, 64, 0)),
+        describe(stray),
         64,
         "dropped: no policy covers it"
     );
-    let all_esp = esp_frames.iter().all(|f| {
-        f.get(14..)
-            .and_then(|ip| parse_ip(ip).ok())
-            .is_some_and(|i| i.key.proto == proto::ESP)
-    });
-    println!(
-        "\ngateway 1 (outbound):\n{}",
-        report::text(&t1, gw1.counters())
-    );
-    println!(
-        "gateway 2 (inbound):\n{}",
-        report::text(&t2, gw2.counters())
-    );
-    println!(
-        "result: {identical} of {} protected frames came back identical; the transport side carried {} frames, {}",
-        originals.len(),
-        esp_frames.len(),
-        if all_esp { "all ESP" } else { "NOT all ESP" }
-    );
-    if identical != originals.len() || !all_esp {
-        return Err("demo failed: see the table above".into());
-    }
-    Ok(())
+    identical
 }

@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+mod frames;
+#[allow(unused_imports)] // not every test file builds frames
+pub use frames::*;
+
 use espgw_config::*;
 use espgw_core::Tables;
 use espgw_crypto::{CryptoProvider, Suite};

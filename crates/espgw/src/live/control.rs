@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use espgw_config::{Action, Direction};
+use espgw_config::{Action, Config, Direction};
 use espgw_core::counters::DropReason;
+use espgw_core::Tables;
 use espgw_wire::ethernet::format_mac;
 
 use super::shared::Shared;
@@ -153,188 +154,212 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     Ok(match what {
-        "sa" | "sas" => Value::Array(
-            t.sas
-                .iter()
-                .map(|sa| {
-                    let (top, window) = {
-                        let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
-                        (w.top(), w.size())
-                    };
-                    let (local, remote) = match sa.mode {
-                        espgw_config::Mode::Tunnel { local, remote } => {
-                            (local.to_string(), remote.to_string())
-                        }
-                        espgw_config::Mode::Transport => ("-".into(), "-".into()),
-                    };
-                    json!({
-                        "name": sa.label,
-                        "direction": sa.direction.to_string(),
-                        "spi": format!("0x{:08x}", sa.spi),
-                        "mode": sa.mode.name(),
-                        "algorithm": sa.config.algorithm_name(),
-                        "local": local,
-                        "remote": remote,
-                        "udp_encap": sa.udp.is_some(),
-                        "esn": sa.esn,
-                        "seq": if sa.direction == Direction::Out { sa.state.last_seq() } else { top },
-                        "replay_window": if sa.direction == Direction::In { window } else { 0 },
-                        "packets": sa.state.counters.packets(),
-                        "bytes": sa.state.counters.bytes(),
-                        "drops": drops_map(|r| sa.state.counters.dropped(r)),
-                        "max_inner": if sa.max_inner == usize::MAX { Value::Null } else { sa.max_inner.into() },
-                        "expired": sa.state.hard_expired.load(Ordering::Relaxed)
-                            || sa.state.exhausted.load(Ordering::Relaxed),
-                    })
-                })
-                .collect(),
-        ),
-        "policy" | "policies" => Value::Array(
-            cfg.policies
-                .iter()
-                .map(|p| {
-                    let name = |spi: u32| {
-                        let label = cfg
-                            .sa(p.direction, spi)
-                            .map(|s| s.label())
-                            .unwrap_or_default();
-                        format!("{label} (0x{spi:08x})")
-                    };
-                    let action = match p.action {
-                        Action::Protect(spi) => format!("protect {}", name(spi)),
-                        Action::Bundle { esp, ah } => {
-                            format!("protect esp {} then ah {}", name(esp), name(ah))
-                        }
-                        Action::Bypass => "bypass".into(),
-                        Action::Discard => "discard".into(),
-                    };
-                    let range = |lo: u64, hi: u64, max: u64| {
-                        if lo == 0 && hi == max {
-                            "any".to_string()
-                        } else if lo == hi {
-                            lo.to_string()
-                        } else {
-                            format!("{lo}-{hi}")
-                        }
-                    };
-                    json!({
-                        "direction": p.direction.to_string(),
-                        "priority": p.priority,
-                        "src": p.src.to_string(),
-                        "dst": p.dst.to_string(),
-                        "proto": range(p.proto.lo.into(), p.proto.hi.into(), 255),
-                        "sport": range(p.sport.lo.into(), p.sport.hi.into(), 65535),
-                        "dport": range(p.dport.lo.into(), p.dport.hi.into(), 65535),
-                        "action": action,
-                    })
-                })
-                .collect(),
-        ),
-        "route" | "routes" => Value::Array(
-            cfg.routes
-                .iter()
-                .map(|r| {
-                    json!({
-                        "dst": r.dst.to_string(),
-                        "port": cfg.ports.get(r.port).map(|p| p.name.clone()).unwrap_or_default(),
-                        "via": r.via.map(|v| v.to_string()).unwrap_or_else(|| "on-link".into()),
-                    })
-                })
-                .collect(),
-        ),
-        "neighbour" | "neighbours" | "neighbor" | "neighbors" => {
-            let mut v = Vec::new();
-            let (ips, ports) = t.neighbours.static_entries();
-            for ((v4, a), mac) in ips {
-                v.push(json!({"address": addr_string(v4, a), "port": "*", "mac": format_mac(&mac), "state": "static"}));
-            }
-            for (p, mac) in ports {
-                let name = t.ports.get(p).map(|p| p.name.clone()).unwrap_or_default();
-                v.push(json!({"address": "*", "port": name, "mac": format_mac(&mac), "state": "static"}));
-            }
-            for e in shared.neighbours.entries() {
-                let name = t
-                    .ports
-                    .get(usize::from(e.port))
-                    .map(|p| p.name.clone())
-                    .unwrap_or_default();
-                v.push(json!({
-                    "address": addr_string(e.v4, e.addr),
-                    "port": name,
-                    "mac": e.mac.map(|m| format_mac(&m)).unwrap_or_else(|| "-".into()),
-                    "state": if e.mac.is_some() { "reachable" } else { "incomplete" },
-                    "age_s": (e.age.as_secs_f64() * 10.0).round() / 10.0,
-                }));
-            }
-            Value::Array(v)
-        }
-        "port" | "ports" => {
-            let totals = shared.totals();
-            Value::Array(
-                t.ports
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| {
-                        let f = &shared.facts[i];
-                        let s = totals.ports.get(i).copied().unwrap_or_default();
-                        json!({
-                            "name": p.name,
-                            "interface": f.interface,
-                            "io": f.kind,
-                            "role": p.role.name(),
-                            "mac": format_mac(&p.mac),
-                            "mtu": p.mtu,
-                            "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" "),
-                            "rx_packets": s.rx_packets,
-                            "rx_bytes": s.rx_bytes,
-                            "tx_packets": s.tx_packets,
-                            "tx_bytes": s.tx_bytes,
-                            "rx_dropped": s.rx_dropped,
-                            "tx_dropped": s.tx_dropped,
-                            "rx_other_host": s.rx_other_host,
-                        })
-                    })
-                    .collect(),
-            )
-        }
-        "stats" => {
-            let tot = shared.totals();
-            let c = &tot.pipeline;
-            let h = &tot.host;
-            json!({
-                "uptime_s": shared.started.elapsed().as_secs(),
-                "workers": shared.reports.len(),
-                "crypto": t.provider_name,
-                "rx_packets": c.rx_packets,
-                "tx_packets": c.tx_packets,
-                "rx_bytes": c.rx_bytes,
-                "tx_bytes": c.tx_bytes,
-                "encrypted": c.encrypted,
-                "decrypted": c.decrypted,
-                "bypassed": c.bypassed,
-                "drops": drops_map(|r| c.dropped(r)),
-                "host": {
-                    "arp_replies": h.arp_replies,
-                    "nd_replies": h.nd_replies,
-                    "echo_replies": h.echo_replies,
-                    "solicitations_sent": h.solicitations_sent,
-                    "icmp_errors_sent": h.icmp_errors_sent,
-                    "fragmented": h.fragmented,
-                    "fragments_made": h.fragments_made,
-                    "reassembled": h.reassembled,
-                    "held_for_neighbour": h.held,
-                    "released_after_resolution": h.held_released,
-                },
-                "reloads": shared.reloads.load(Ordering::Relaxed),
-                "reload_failures": shared.reload_failures.load(Ordering::Relaxed),
-                "per_worker_rx": shared.reports.iter().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).pipeline.rx_packets).collect::<Vec<_>>(),
-            })
-        }
+        "sa" | "sas" => show_sas(&t),
+        "policy" | "policies" => show_policies(&cfg),
+        "route" | "routes" => show_routes(&cfg),
+        "neighbour" | "neighbours" | "neighbor" | "neighbors" => show_neighbours(&t, shared),
+        "port" | "ports" => show_ports(&t, shared),
+        "stats" => show_stats(&t, shared),
         o => {
             return Err(format!(
                 "cannot show '{o}' (sa, policy, routes, neighbours, ports, stats)"
             ))
         }
+    })
+}
+
+/// Every SA: keys' algorithm, endpoints, sequence state, counters.
+fn show_sas(t: &Tables) -> Value {
+    Value::Array(
+        t.sas
+            .iter()
+            .map(|sa| {
+                let (top, window) = {
+                    let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+                    (w.top(), w.size())
+                };
+                let (local, remote) = match sa.mode {
+                    espgw_config::Mode::Tunnel { local, remote } => {
+                        (local.to_string(), remote.to_string())
+                    }
+                    espgw_config::Mode::Transport => ("-".into(), "-".into()),
+                };
+                json!({
+                    "name": sa.label,
+                    "direction": sa.direction.to_string(),
+                    "spi": format!("0x{:08x}", sa.spi),
+                    "mode": sa.mode.name(),
+                    "algorithm": sa.config.algorithm_name(),
+                    "local": local,
+                    "remote": remote,
+                    "udp_encap": sa.udp.is_some(),
+                    "esn": sa.esn,
+                    "seq": if sa.direction == Direction::Out { sa.state.last_seq() } else { top },
+                    "replay_window": if sa.direction == Direction::In { window } else { 0 },
+                    "packets": sa.state.counters.packets(),
+                    "bytes": sa.state.counters.bytes(),
+                    "drops": drops_map(|r| sa.state.counters.dropped(r)),
+                    "max_inner": if sa.max_inner == usize::MAX { Value::Null } else { sa.max_inner.into() },
+                    "expired": sa.state.hard_expired.load(Ordering::Relaxed)
+                        || sa.state.exhausted.load(Ordering::Relaxed),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The configured policies, in order, with their SAs by name.
+fn show_policies(cfg: &Config) -> Value {
+    Value::Array(
+        cfg.policies
+            .iter()
+            .map(|p| {
+                let name = |spi: u32| {
+                    let label = cfg
+                        .sa(p.direction, spi)
+                        .map(|s| s.label())
+                        .unwrap_or_default();
+                    format!("{label} (0x{spi:08x})")
+                };
+                let action = match p.action {
+                    Action::Protect(spi) => format!("protect {}", name(spi)),
+                    Action::Bundle { esp, ah } => {
+                        format!("protect esp {} then ah {}", name(esp), name(ah))
+                    }
+                    Action::Bypass => "bypass".into(),
+                    Action::Discard => "discard".into(),
+                };
+                let range = |lo: u64, hi: u64, max: u64| {
+                    if lo == 0 && hi == max {
+                        "any".to_string()
+                    } else if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}-{hi}")
+                    }
+                };
+                json!({
+                    "direction": p.direction.to_string(),
+                    "priority": p.priority,
+                    "src": p.src.to_string(),
+                    "dst": p.dst.to_string(),
+                    "proto": range(p.proto.lo.into(), p.proto.hi.into(), 255),
+                    "sport": range(p.sport.lo.into(), p.sport.hi.into(), 65535),
+                    "dport": range(p.dport.lo.into(), p.dport.hi.into(), 65535),
+                    "action": action,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The configured routes.
+fn show_routes(cfg: &Config) -> Value {
+    Value::Array(
+        cfg.routes
+            .iter()
+            .map(|r| {
+                json!({
+                    "dst": r.dst.to_string(),
+                    "port": cfg.ports.get(r.port).map(|p| p.name.clone()).unwrap_or_default(),
+                    "via": r.via.map(|v| v.to_string()).unwrap_or_else(|| "on-link".into()),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Static neighbours, then those learned by ARP / ND.
+fn show_neighbours(t: &Tables, shared: &Shared) -> Value {
+    let mut v = Vec::new();
+    let (ips, ports) = t.neighbours.static_entries();
+    for ((v4, a), mac) in ips {
+        v.push(json!({"address": addr_string(v4, a), "port": "*", "mac": format_mac(&mac), "state": "static"}));
+    }
+    for (p, mac) in ports {
+        let name = t.ports.get(p).map(|p| p.name.clone()).unwrap_or_default();
+        v.push(json!({"address": "*", "port": name, "mac": format_mac(&mac), "state": "static"}));
+    }
+    for e in shared.neighbours.entries() {
+        let name = t
+            .ports
+            .get(usize::from(e.port))
+            .map(|p| p.name.clone())
+            .unwrap_or_default();
+        v.push(json!({
+            "address": addr_string(e.v4, e.addr),
+            "port": name,
+            "mac": e.mac.map(|m| format_mac(&m)).unwrap_or_else(|| "-".into()),
+            "state": if e.mac.is_some() { "reachable" } else { "incomplete" },
+            "age_s": (e.age.as_secs_f64() * 10.0).round() / 10.0,
+        }));
+    }
+    Value::Array(v)
+}
+
+/// Each port with its interface facts and counters.
+fn show_ports(t: &Tables, shared: &Shared) -> Value {
+    let totals = shared.totals();
+    Value::Array(
+        t.ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let f = &shared.facts[i];
+                let s = totals.ports.get(i).copied().unwrap_or_default();
+                json!({
+                    "name": p.name,
+                    "interface": f.interface,
+                    "io": f.kind,
+                    "role": p.role.name(),
+                    "mac": format_mac(&p.mac),
+                    "mtu": p.mtu,
+                    "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" "),
+                    "rx_packets": s.rx_packets,
+                    "rx_bytes": s.rx_bytes,
+                    "tx_packets": s.tx_packets,
+                    "tx_bytes": s.tx_bytes,
+                    "rx_dropped": s.rx_dropped,
+                    "tx_dropped": s.tx_dropped,
+                    "rx_other_host": s.rx_other_host,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The gateway's totals.
+fn show_stats(t: &Tables, shared: &Shared) -> Value {
+    let tot = shared.totals();
+    let c = &tot.pipeline;
+    let h = &tot.host;
+    json!({
+        "uptime_s": shared.started.elapsed().as_secs(),
+        "workers": shared.reports.len(),
+        "crypto": t.provider_name,
+        "rx_packets": c.rx_packets,
+        "tx_packets": c.tx_packets,
+        "rx_bytes": c.rx_bytes,
+        "tx_bytes": c.tx_bytes,
+        "encrypted": c.encrypted,
+        "decrypted": c.decrypted,
+        "bypassed": c.bypassed,
+        "drops": drops_map(|r| c.dropped(r)),
+        "host": {
+            "arp_replies": h.arp_replies,
+            "nd_replies": h.nd_replies,
+            "echo_replies": h.echo_replies,
+            "solicitations_sent": h.solicitations_sent,
+            "icmp_errors_sent": h.icmp_errors_sent,
+            "fragmented": h.fragmented,
+            "fragments_made": h.fragments_made,
+            "reassembled": h.reassembled,
+            "held_for_neighbour": h.held,
+            "released_after_resolution": h.held_released,
+        },
+        "reloads": shared.reloads.load(Ordering::Relaxed),
+        "reload_failures": shared.reload_failures.load(Ordering::Relaxed),
+        "per_worker_rx": shared.reports.iter().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).pipeline.rx_packets).collect::<Vec<_>>(),
     })
 }
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use espgw_core::counters::DropReason;
 
-use super::shared::Shared;
+use super::shared::{Shared, WorkerReport};
+use espgw_core::Tables;
 
 pub fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let _ = listener.set_nonblocking(true);
@@ -77,16 +78,27 @@ pub fn render(shared: &Shared) -> String {
     let t = shared.tables();
     let tot = shared.totals();
     let mut o = String::new();
-    let sa_labels = |sa: &espgw_core::sa::Sa| {
-        format!(
-            "sa=\"{}\",spi=\"0x{:08x}\",direction=\"{}\"",
-            esc(&sa.label),
-            sa.spi,
-            sa.direction
-        )
-    };
+    render_sas(&mut o, &t);
+    render_gateway(&mut o, &tot);
+    render_ports(&mut o, shared, &t, &tot);
+    render_host(&mut o, &tot);
+    render_lifecycle(&mut o, shared);
+    o
+}
+
+fn sa_labels(sa: &espgw_core::sa::Sa) -> String {
+    format!(
+        "sa=\"{}\",spi=\"0x{:08x}\",direction=\"{}\"",
+        esc(&sa.label),
+        sa.spi,
+        sa.direction
+    )
+}
+
+/// Per SA: packets, bytes, drops by reason, sequence number.
+fn render_sas(o: &mut String, t: &Tables) {
     family(
-        &mut o,
+        o,
         "espgw_sa_packets_total",
         "counter",
         "Packets encrypted (out) or decrypted and accepted (in) by an SA.",
@@ -100,7 +112,7 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     family(
-        &mut o,
+        o,
         "espgw_sa_bytes_total",
         "counter",
         "Inner bytes carried by an SA.",
@@ -114,7 +126,7 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     family(
-        &mut o,
+        o,
         "espgw_sa_drops_total",
         "counter",
         "Packets of an SA dropped, by reason.",
@@ -131,7 +143,7 @@ pub fn render(shared: &Shared) -> String {
         }
     }
     family(
-        &mut o,
+        o,
         "espgw_sa_sequence_number",
         "gauge",
         "Outbound: last sequence number sent; inbound: highest accepted.",
@@ -143,8 +155,12 @@ pub fn render(shared: &Shared) -> String {
         };
         let _ = writeln!(o, "espgw_sa_sequence_number{{{}}} {seq}", sa_labels(sa));
     }
+}
+
+/// The gateway's drops by reason and its encrypted / decrypted / bypassed totals.
+fn render_gateway(o: &mut String, tot: &WorkerReport) {
     family(
-        &mut o,
+        o,
         "espgw_drops_total",
         "counter",
         "Packets dropped by the gateway, by reason.",
@@ -175,9 +191,13 @@ pub fn render(shared: &Shared) -> String {
             c.bypassed,
         ),
     ] {
-        family(&mut o, name, "counter", help);
+        family(o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
+}
+
+/// Per port: frames and bytes each way, and what was dropped before or after the gateway.
+fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport) {
     type PortField = fn(&espgw_io::port::PortStats) -> u64;
     let port_fields: [(&str, &str, PortField); 7] = [
         (
@@ -215,7 +235,7 @@ pub fn render(shared: &Shared) -> String {
         ),
     ];
     for (name, help, f) in port_fields {
-        family(&mut o, name, "counter", help);
+        family(o, name, "counter", help);
         for (i, p) in t.ports.iter().enumerate() {
             let s = tot.ports.get(i).copied().unwrap_or_default();
             let _ = writeln!(
@@ -227,9 +247,13 @@ pub fn render(shared: &Shared) -> String {
             );
         }
     }
+}
+
+/// The gateway's work as a host on its links.
+fn render_host(o: &mut String, tot: &WorkerReport) {
     let h = &tot.host;
     family(
-        &mut o,
+        o,
         "espgw_host_packets_total",
         "counter",
         "Work the gateway did as a host on its links, by kind.",
@@ -246,8 +270,12 @@ pub fn render(shared: &Shared) -> String {
     ] {
         let _ = writeln!(o, "espgw_host_packets_total{{kind=\"{k}\"}} {v}");
     }
+}
+
+/// Reloads, SA lifetime events, uptime.
+fn render_lifecycle(o: &mut String, shared: &Shared) {
     family(
-        &mut o,
+        o,
         "espgw_reloads_total",
         "counter",
         "Configuration reloads, by result.",
@@ -263,7 +291,7 @@ pub fn render(shared: &Shared) -> String {
         shared.reload_failures.load(Ordering::Relaxed)
     );
     family(
-        &mut o,
+        o,
         "espgw_sa_events_total",
         "counter",
         "SAs that reached their soft lifetime, hard lifetime, or the end of their sequence numbers.",
@@ -277,7 +305,7 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     family(
-        &mut o,
+        o,
         "espgw_uptime_seconds",
         "gauge",
         "Seconds since the gateway started.",
@@ -287,5 +315,4 @@ pub fn render(shared: &Shared) -> String {
         "espgw_uptime_seconds {}",
         shared.started.elapsed().as_secs()
     );
-    o
 }

@@ -20,6 +20,8 @@ use zeroize_free::key_of;
 
 use crate::gen::{self, FlowSpec, FCS_LEN, L4};
 
+mod spd;
+
 #[derive(Subcommand)]
 pub enum BenchCmd {
     /// The ESP pipeline on memory ports, outbound and inbound, against raw AES-GCM.
@@ -103,7 +105,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 json.as_deref(),
             )
         }
-        BenchCmd::Spd { quick } => spd(quick),
+        BenchCmd::Spd { quick } => spd::spd(quick),
         BenchCmd::Rfc2544(a) => crate::rfc2544::run(*a),
         BenchCmd::Standin(a) => crate::rfc2544::standin::run(a),
     }
@@ -350,48 +352,9 @@ fn dataplane(
     // Raw references on the same buffer sizes: intel-ipsec-mb's job API (the figure the
     // published comparison quotes) and whatever the pipeline itself uses.
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();
-    println!(
-        "espgw-lab bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
-        secs
-    );
-    println!(
-        "pipeline crypto: {} (AES-GCM); aws-lc-rs and RustCrypto for the other algorithms",
-        provider.name()
-    );
-    println!(
-        "raw = AES-GCM seal Mops on the same text sizes, bursts of 64 (the SA's own AES-GCM, else AES-128-GCM):"
-    );
-    println!(
-        "  'raw same' = the pipeline's own crypto provider, 'raw job' = intel-ipsec-mb's job API"
-    );
-    println!(
-        "{:<30} {:>6} {:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9}",
-        "algorithm",
-        "frame",
-        "direction",
-        "Mpps",
-        "Gbit/s",
-        "raw same",
-        "raw job",
-        "ratio same",
-        "ratio job"
-    );
+    print_dataplane_header(secs, &provider.name());
     let mut records = Vec::new();
-    let names: Vec<String> = match algs {
-        [one] if one == "table" => table_suites(),
-        [one] if one == "all" => espgw_crypto::suite::all_esp_suites()
-            .iter()
-            .map(|s| {
-                if s.is_null_null() {
-                    "null".into()
-                } else {
-                    s.name()
-                }
-            })
-            .chain(AH_BENCH.iter().map(|i| format!("ah/{i}")))
-            .collect(),
-        _ => algs.to_vec(),
-    };
+    let names = bench_names(algs);
     for alg_name in &names {
         let (proto, suite) = parse_alg(alg_name)?;
         // The raw reference: the suite's AES-GCM, or AES-128-GCM for every other one.
@@ -409,25 +372,7 @@ fn dataplane(
             let plain_rev = templates(size, true)?;
             let wire: Vec<usize> = plain.iter().map(|f| f.len() + FCS_LEN).collect();
             // The ESP frames gateway 2 sends: gateway 1's inbound input.
-            let mut enc = Pipeline::new(t2.clone());
-            let mut pool = PacketPool::new(plain.len());
-            let mut pk: Vec<_> = plain_rev
-                .iter()
-                .map(|f| {
-                    let mut p = pool.get();
-                    let _ = p.load(f);
-                    p
-                })
-                .collect();
-            enc.process(Direction::Out, &mut pk);
-            let esp: Vec<Vec<u8>> = pk
-                .iter()
-                .filter(|p| matches!(p.verdict, Verdict::Forward(_)))
-                .map(|p| p.data().to_vec())
-                .collect();
-            if esp.len() != plain_rev.len() {
-                return Err("could not build inbound test frames".into());
-            }
+            let esp = esp_frames(&t2, &plain_rev)?;
             // Text (inner packet + trailer) lengths: what the AEAD processes per packet.
             let text_lens: Vec<usize> = plain
                 .iter()
@@ -496,6 +441,78 @@ fn dataplane(
     Ok(())
 }
 
+fn print_dataplane_header(secs: f64, provider_name: &str) {
+    println!(
+        "espgw-lab bench dataplane: one core, memory ports (fresh copy per frame), bursts of 64, {:.1} s per trial",
+        secs
+    );
+    println!(
+        "pipeline crypto: {} (AES-GCM); aws-lc-rs and RustCrypto for the other algorithms",
+        provider_name
+    );
+    println!(
+        "raw = AES-GCM seal Mops on the same text sizes, bursts of 64 (the SA's own AES-GCM, else AES-128-GCM):"
+    );
+    println!(
+        "  'raw same' = the pipeline's own crypto provider, 'raw job' = intel-ipsec-mb's job API"
+    );
+    println!(
+        "{:<30} {:>6} {:<9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>9}",
+        "algorithm",
+        "frame",
+        "direction",
+        "Mpps",
+        "Gbit/s",
+        "raw same",
+        "raw job",
+        "ratio same",
+        "ratio job"
+    );
+}
+
+/// The algorithm names `--algs` stands for ("table", "all", or a list).
+fn bench_names(algs: &[String]) -> Vec<String> {
+    match algs {
+        [one] if one == "table" => table_suites(),
+        [one] if one == "all" => espgw_crypto::suite::all_esp_suites()
+            .iter()
+            .map(|s| {
+                if s.is_null_null() {
+                    "null".into()
+                } else {
+                    s.name()
+                }
+            })
+            .chain(AH_BENCH.iter().map(|i| format!("ah/{i}")))
+            .collect(),
+        _ => algs.to_vec(),
+    }
+}
+
+/// The ESP frames gateway 2 (`t2`) makes of `plain_rev`: gateway 1's inbound input.
+fn esp_frames(t2: &Arc<Tables>, plain_rev: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+    let mut enc = Pipeline::new(t2.clone());
+    let mut pool = PacketPool::new(plain_rev.len());
+    let mut pk: Vec<_> = plain_rev
+        .iter()
+        .map(|f| {
+            let mut p = pool.get();
+            let _ = p.load(f);
+            p
+        })
+        .collect();
+    enc.process(Direction::Out, &mut pk);
+    let esp: Vec<Vec<u8>> = pk
+        .iter()
+        .filter(|p| matches!(p.verdict, Verdict::Forward(_)))
+        .map(|p| p.data().to_vec())
+        .collect();
+    if esp.len() != plain_rev.len() {
+        return Err("could not build inbound test frames".into());
+    }
+    Ok(esp)
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -505,110 +522,4 @@ fn cpu_model() -> String {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default()
-}
-
-/// xorshift64*: deterministic rules and keys without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn spd(quick: bool) -> Result<(), String> {
-    println!("espgw-lab bench spd: IPv4 rules on /16, /24 and /32 destinations with and without /24 sources,");
-    println!("a third with port ranges; lookups of keys that hit (half) and miss (half)");
-    println!(
-        "{:>7} {:>7} {:>22} {:>22}",
-        "rules", "groups", "tuple-space ns/lookup", "linear scan ns/lookup"
-    );
-    for &n in &[1usize, 100, 1000, 10_000] {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
-        let base = 0xc612_0000u32; // 198.18.0.0/15
-        let rules: Vec<SpdRule> = (0..n)
-            .map(|i| {
-                let r = rng.next();
-                let dst_len = [16u8, 24, 32][(r % 3) as usize];
-                let src_len = if r & 8 == 0 { 0 } else { 24 };
-                let dst = u128::from(base | ((r >> 8) as u32 & 0x1ffff));
-                let src = u128::from(base | ((r >> 32) as u32 & 0x1ffff));
-                let ports = if i % 3 == 0 {
-                    let lo = (r >> 40) as u16 & 0x3fff;
-                    Range::new(lo, lo + 100)
-                } else {
-                    ANY_PORT
-                };
-                SpdRule {
-                    v4: true,
-                    src,
-                    src_len,
-                    dst,
-                    dst_len,
-                    proto: ANY_PROTO,
-                    sport: ANY_PORT,
-                    dport: ports,
-                    priority: 0,
-                    action: if i % 2 == 0 {
-                        SpdAction::Protect(i as u32)
-                    } else {
-                        SpdAction::Bypass
-                    },
-                }
-            })
-            .collect();
-        let keys: Vec<FlowKey> = (0..4096)
-            .map(|i| {
-                let r = rng.next();
-                let (src, dst) = if i % 2 == 0 {
-                    let ru = &rules[(r as usize) % rules.len()];
-                    (ru.src | (r >> 50) as u128 & 0xff, ru.dst)
-                } else {
-                    (
-                        u128::from(base | (r as u32 & 0x1ffff)),
-                        u128::from(base | ((r >> 20) as u32 & 0x1ffff)),
-                    )
-                };
-                FlowKey {
-                    v4: true,
-                    src,
-                    dst,
-                    proto: 17,
-                    sport: 1000,
-                    dport: (r >> 40) as u16 & 0x3fff,
-                }
-            })
-            .collect();
-        let spd = Spd::new(rules);
-        let groups = count_groups(&spd);
-        let iters = if quick { 50_000 } else { 2_000_000 };
-        let t = Instant::now();
-        for i in 0..iters {
-            black_box(spd.lookup(black_box(&keys[i % keys.len()])));
-        }
-        let fast = t.elapsed().as_nanos() as f64 / iters as f64;
-        let lin_iters = (iters / n.max(1)).clamp(100, iters);
-        let t = Instant::now();
-        for i in 0..lin_iters {
-            black_box(spd.lookup_linear(black_box(&keys[i % keys.len()])));
-        }
-        let lin = t.elapsed().as_nanos() as f64 / lin_iters as f64;
-        // Both must agree; a benchmark of a wrong answer is worthless.
-        for k in keys.iter().take(256) {
-            if spd.lookup_index(k) != spd.lookup_linear(k) {
-                return Err("tuple-space and linear lookups disagree".into());
-            }
-        }
-        println!("{:>7} {:>7} {:>22.1} {:>22.1}", n, groups, fast, lin);
-    }
-    Ok(())
-}
-
-fn count_groups(spd: &Spd) -> usize {
-    let mut pairs: Vec<(u8, u8)> = spd.rules().iter().map(|r| (r.src_len, r.dst_len)).collect();
-    pairs.sort();
-    pairs.dedup();
-    pairs.len()
 }

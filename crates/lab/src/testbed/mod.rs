@@ -18,6 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod demo;
+mod traffic;
+
+pub use demo::demo;
+pub use traffic::{udp_recv, udp_send, watch, UdpReport};
+
 pub const PREFIX: &str = "espgw";
 pub const STATE_DIR: &str = "/run/espgw-testbed";
 
@@ -405,19 +411,9 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         ),
         None => None,
     };
-    for (g, cfg, builtin, metrics) in [
-        (
-            "gw1",
-            &a.gw1_config,
-            espgw_config::DEFAULT_CONFIG,
-            "127.0.0.1:9101",
-        ),
-        (
-            "gw2",
-            &a.gw2_config,
-            espgw_config::DEFAULT_PEER_CONFIG,
-            "127.0.0.1:9101",
-        ),
+    for (g, cfg, builtin) in [
+        ("gw1", &a.gw1_config, espgw_config::DEFAULT_CONFIG),
+        ("gw2", &a.gw2_config, espgw_config::DEFAULT_PEER_CONFIG),
     ] {
         // The kernel of a gateway namespace stays out of the way: no IPv6 of its own
         // (no router solicitations or MLD on the wire), no addresses.
@@ -426,62 +422,15 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         for dev in ["south", "north"] {
             in_ns(g, &["ip", "link", "set", dev, "up"])?;
         }
-        let cfg_path = match cfg {
-            Some(p) => std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => {
-                let p = state(&format!("{g}.toml"));
-                write_private(&p, builtin).map_err(|e| format!("{}: {e}", p.display()))?;
-                // Readable by the gateway after its switch, for SIGHUP and `reload`.
-                if let Some(a) = &account {
-                    espgw_io::process::give_to(&p, a)
-                        .map_err(|e| format!("{}: {e}", p.display()))?;
-                }
-                p
-            }
-        };
-        let log = std::fs::File::create(state(&format!("{g}.log"))).map_err(|e| e.to_string())?;
-        let io = match a.io {
-            espgw::IoChoice::Auto => "auto",
-            espgw::IoChoice::AfXdp => "af-xdp",
-            espgw::IoChoice::AfPacket => "af-packet",
-        };
-        let fanout = match a.fanout {
-            espgw::FanoutArg::Hash => "hash",
-            espgw::FanoutArg::RoundRobin => "round-robin",
-        };
-        let nsn = ns(g);
-        let ctl = control_path(g);
-        // Each `up` starts both gateways' sequence state afresh (the demonstration keys
-        // are public, and both ends start together); a gateway restarted inside one test
-        // bed resumes from it.
-        let seq_state = state(&format!("{g}-state"));
-        if seq_state.exists() {
-            std::fs::remove_dir_all(&seq_state)
-                .map_err(|e| format!("{}: {e}", seq_state.display()))?;
-        }
-        let mut args: Vec<String> = vec!["netns".into(), "exec".into(), nsn];
+        let cfg_path = gateway_config(g, cfg.as_deref(), builtin, account.as_ref())?;
+        let mut args: Vec<String> = vec!["netns".into(), "exec".into(), ns(g)];
         args.extend(gateway_cmd.iter().cloned());
-        args.extend([
-            "run".into(),
-            "--config".into(),
-            cfg_path.to_string_lossy().into(),
-            "--io".into(),
-            io.into(),
-            "--workers".into(),
-            a.workers.to_string(),
-            "--fanout".into(),
-            fanout.into(),
-            "--control".into(),
-            ctl.to_string_lossy().into(),
-            "--metrics".into(),
-            metrics.into(),
-            "--state-dir".into(),
-            seq_state.to_string_lossy().into(),
-        ]);
+        args.extend(run_arguments(a, g, &cfg_path)?);
         if let Some(u) = &user {
             args.extend(["--user".into(), u.clone()]);
         }
         args.extend(a.run_args.split_whitespace().map(String::from));
+        let log = std::fs::File::create(state(&format!("{g}.log"))).map_err(|e| e.to_string())?;
         let child = Command::new("ip")
             .args(&args)
             .stdin(Stdio::null())
@@ -492,6 +441,69 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         std::fs::write(state(&format!("{g}.pid")), child.id().to_string())
             .map_err(|e| e.to_string())?;
     }
+    wait_for_gateways()
+}
+
+/// Gateway `g`'s configuration file: the one given, or the built-in one written to the
+/// state directory, private, and given to the gateway's user (for SIGHUP and `reload`).
+fn gateway_config(
+    g: &str,
+    given: Option<&Path>,
+    builtin: &str,
+    account: Option<&espgw_io::process::Account>,
+) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    }
+    let p = state(&format!("{g}.toml"));
+    write_private(&p, builtin).map_err(|e| format!("{}: {e}", p.display()))?;
+    if let Some(a) = account {
+        espgw_io::process::give_to(&p, a).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(p)
+}
+
+/// `run` and its options for gateway `g` (its control socket, metrics and state directory
+/// in the test bed's state directory).
+fn run_arguments(a: &UpArgs, g: &str, cfg_path: &Path) -> Result<Vec<String>, String> {
+    let io = match a.io {
+        espgw::IoChoice::Auto => "auto",
+        espgw::IoChoice::AfXdp => "af-xdp",
+        espgw::IoChoice::AfPacket => "af-packet",
+    };
+    let fanout = match a.fanout {
+        espgw::FanoutArg::Hash => "hash",
+        espgw::FanoutArg::RoundRobin => "round-robin",
+    };
+    // Each `up` starts both gateways' sequence state afresh (the demonstration keys are
+    // public, and both ends start together); a gateway restarted inside one test bed
+    // resumes from it.
+    let seq_state = state(&format!("{g}-state"));
+    if seq_state.exists() {
+        std::fs::remove_dir_all(&seq_state).map_err(|e| format!("{}: {e}", seq_state.display()))?;
+    }
+    Ok(vec![
+        "run".into(),
+        "--config".into(),
+        cfg_path.to_string_lossy().into(),
+        "--io".into(),
+        io.into(),
+        "--workers".into(),
+        a.workers.to_string(),
+        "--fanout".into(),
+        fanout.into(),
+        "--control".into(),
+        control_path(g).to_string_lossy().into(),
+        // Each gateway in its own namespace: the same address serves both.
+        "--metrics".into(),
+        "127.0.0.1:9101".into(),
+        "--state-dir".into(),
+        seq_state.to_string_lossy().into(),
+    ])
+}
+
+/// Waits (15 s at most each) until both gateways answer on their control sockets.
+fn wait_for_gateways() -> Result<(), String> {
     for g in ["gw1", "gw2"] {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -555,180 +567,6 @@ pub fn down() -> Result<(), String> {
     Ok(())
 }
 
-/// Frames seen on an interface, by kind.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct WatchCounts {
-    pub frames: u64,
-    pub esp: u64,
-    pub esp_in_udp: u64,
-    pub arp: u64,
-    pub ipv6_nd: u64,
-    pub plaintext_ip: u64,
-    pub other: u64,
-}
-
-/// Counts frames on `ifname` (in the current namespace) for `seconds`.
-pub fn watch(ifname: &str, seconds: f64) -> Result<WatchCounts, String> {
-    use espgw_core::packet::PacketPool;
-    use espgw_io::af_packet::AfPacketPort;
-    use espgw_io::Port;
-    let mut port = AfPacketPort::open(ifname, 1024, None).map_err(|e| e.to_string())?;
-    let mut pool = PacketPool::new(256);
-    let mut v = Vec::new();
-    let mut c = WatchCounts::default();
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
-    while Instant::now() < end {
-        let n = port
-            .rx_burst(&mut pool, &mut v, 256)
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            espgw_io::poll::wait_readable(&[port.poll_fd().unwrap_or(-1)], 10);
-        }
-        for p in v.drain(..) {
-            c.frames += 1;
-            classify_frame(p.data(), &mut c);
-            pool.put(p);
-        }
-    }
-    Ok(c)
-}
-
-fn classify_frame(d: &[u8], c: &mut WatchCounts) {
-    let et = d.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    match et {
-        Some(0x0806) => c.arp += 1,
-        Some(0x0800) => {
-            let ihl = d.get(14).map_or(20, |b| usize::from(b & 15) * 4);
-            match d.get(23) {
-                Some(50) => c.esp += 1,
-                Some(17) => {
-                    let dport = d
-                        .get(14 + ihl + 2..14 + ihl + 4)
-                        .map(|b| u16::from_be_bytes([b[0], b[1]]));
-                    if dport == Some(4500) {
-                        c.esp_in_udp += 1
-                    } else {
-                        c.plaintext_ip += 1
-                    }
-                }
-                _ => c.plaintext_ip += 1,
-            }
-        }
-        Some(0x86dd) => match (d.get(20), d.get(54)) {
-            (Some(50), _) => c.esp += 1,
-            (Some(58), Some(133..=137)) => c.ipv6_nd += 1,
-            _ => c.plaintext_ip += 1,
-        },
-        _ => c.other += 1,
-    }
-}
-
-/// What a UDP receive run counted.
-#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
-pub struct UdpReport {
-    pub packets: u64,
-    pub bytes: u64,
-    pub lost: u64,
-    pub duplicates: u64,
-    pub reordered: u64,
-    pub max_seq: u64,
-    pub seconds: f64,
-}
-
-/// Sends sequence-numbered UDP datagrams of `size` payload bytes to `dst` for `seconds`
-/// (`rate` packets per second, 0: as fast as possible); returns how many.
-pub fn udp_send(dst: SocketAddr, size: usize, seconds: f64, rate: u64) -> Result<u64, String> {
-    let bind: SocketAddr = if dst.is_ipv4() {
-        "0.0.0.0:0".parse().map_err(|_| "addr")?
-    } else {
-        "[::]:0".parse().map_err(|_| "addr")?
-    };
-    let s = UdpSocket::bind(bind).map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; size.max(16)];
-    buf[8..16].copy_from_slice(b"espgwseq");
-    let start = Instant::now();
-    let end = Duration::from_secs_f64(seconds);
-    let mut seq = 0u64;
-    loop {
-        let el = start.elapsed();
-        if el >= end {
-            break;
-        }
-        if rate > 0 {
-            let due = (el.as_secs_f64() * rate as f64) as u64;
-            if seq >= due {
-                std::thread::sleep(Duration::from_micros(200));
-                continue;
-            }
-        }
-        seq += 1;
-        buf[..8].copy_from_slice(&seq.to_be_bytes());
-        // A full socket buffer (ENOBUFS) is the sender's own limit, not a loss in the
-        // network: that datagram is not counted as sent.
-        if s.send_to(&buf, dst).is_err() {
-            seq -= 1;
-        }
-    }
-    Ok(seq)
-}
-
-/// Receives datagrams on `port` until `seconds` pass with `idle` seconds of quiet at the
-/// end, counting loss, duplicates and reordering by sequence number.
-pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> {
-    let bind: SocketAddr = if v6 {
-        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port))
-    } else {
-        SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port))
-    };
-    let s = UdpSocket::bind(bind).map_err(|e| format!("bind {bind}: {e}"))?;
-    // A deep receive buffer (up to net.core.rmem_max): the receiver must not be where
-    // packets are lost when the sender's pacing bunches them.
-    let s = {
-        let s2 = socket2::Socket::from(s);
-        let _ = s2.set_recv_buffer_size(32 << 20);
-        UdpSocket::from(s2)
-    };
-    s.set_read_timeout(Some(Duration::from_millis(50)))
-        .map_err(|e| e.to_string())?;
-    let mut seen = vec![0u64; 1 << 16];
-    let mut r = UdpReport::default();
-    let mut buf = vec![0u8; 65536];
-    let start = Instant::now();
-    let mut first: Option<Instant> = None;
-    let mut last = Instant::now();
-    let mut max_seen = 0u64;
-    while start.elapsed().as_secs_f64() < seconds {
-        let n = match s.recv(&mut buf) {
-            Ok(n) => n,
-            Err(_) => continue,
-        };
-        if n < 16 || &buf[8..16] != b"espgwseq" {
-            continue;
-        }
-        let now = Instant::now();
-        first.get_or_insert(now);
-        last = now;
-        let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or([0; 8]));
-        let idx = (seq as usize / 64) % seen.len();
-        let bit = 1u64 << (seq % 64);
-        if seen[idx] & bit != 0 && seq + (seen.len() as u64 * 64) > max_seen {
-            r.duplicates += 1;
-            continue;
-        }
-        seen[idx] |= bit;
-        if seq < max_seen {
-            r.reordered += 1;
-        }
-        max_seen = max_seen.max(seq);
-        r.packets += 1;
-        r.bytes += n as u64;
-    }
-    r.max_seq = max_seen;
-    r.lost = max_seen.saturating_sub(r.packets);
-    r.seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
-    Ok(r)
-}
-
 /// The gateway binary the test bed runs: `ESPGW_GATEWAY` if set, else the `espgw` built or
 /// installed beside this `espgw-lab`, else `espgw` on the PATH.
 pub fn gateway_binary() -> Result<String, String> {
@@ -757,177 +595,4 @@ pub fn gateway_binary() -> Result<String, String> {
              (cargo build --release -p espgw -p espgw-lab) or set ESPGW_GATEWAY"
                 .to_string()
         })
-}
-
-fn self_exe() -> Result<String, String> {
-    Ok(std::env::current_exe()
-        .map_err(|e| e.to_string())?
-        .to_string_lossy()
-        .to_string())
-}
-
-/// Starts `espgw-lab testbed SUB ...` inside namespace `n` in the background.
-fn spawn_in(n: &str, sub: &[&str]) -> Result<std::process::Child, String> {
-    let exe = self_exe()?;
-    let nsn = ns(n);
-    let mut args = vec!["netns", "exec", nsn.as_str(), exe.as_str(), "testbed"];
-    args.extend_from_slice(sub);
-    Command::new("ip")
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())
-}
-
-fn wait_json(child: std::process::Child) -> Result<serde_json::Value, String> {
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("bad JSON from helper: {e}"))
-}
-
-/// One measured UDP run from h1 to h2 (`v6`: over IPv6), frames of `frame` bytes
-/// (Ethernet + FCS, as RFC 2544 counts them).
-fn measure_udp(frame: usize, v6: bool, seconds: f64) -> Result<(u64, UdpReport), String> {
-    let ip_hdr = if v6 { 40 } else { 20 };
-    let payload = frame.saturating_sub(18 + ip_hdr + 8).max(16);
-    let port = if v6 { "9002" } else { "9001" };
-    let recv_secs = format!("{}", seconds + 2.0);
-    let mut rx_args = vec!["udp-recv", "--port", port, "--seconds", recv_secs.as_str()];
-    if v6 {
-        rx_args.push("--v6");
-    }
-    let rx = spawn_in("h2", &rx_args)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let dst = if v6 {
-        format!("[2001:db8:113::2]:{port}")
-    } else {
-        format!("203.0.113.2:{port}")
-    };
-    let secs = seconds.to_string();
-    let size = payload.to_string();
-    let tx = spawn_in(
-        "h1",
-        &[
-            "udp-send",
-            "--dst",
-            &dst,
-            "--size",
-            &size,
-            "--seconds",
-            &secs,
-        ],
-    )?;
-    let sent = wait_json(tx)?["sent"].as_u64().unwrap_or(0);
-    let r: UdpReport =
-        serde_json::from_value(wait_json(rx)?).map_err(|e| format!("bad receiver report: {e}"))?;
-    Ok((sent, r))
-}
-
-fn ping(from: &str, dst: &str) -> Result<String, String> {
-    let out = in_ns(from, &["ping", "-c", "5", "-i", "0.2", "-W", "2", dst])?;
-    Ok(out
-        .lines()
-        .filter(|l| l.contains("packets transmitted") || l.starts_with("rtt"))
-        .collect::<Vec<_>>()
-        .join("; "))
-}
-
-/// The README's main command: builds the test bed with the built-in configuration,
-/// pings and sends UDP through it while watching the transport link, prints what it
-/// measured, and tears everything down.
-pub fn demo(a: &UpArgs, seconds: f64) -> Result<(), String> {
-    println!("espgw test bed: h1 -- gw1 == ESP over wan == gw2 -- h2 (namespaces {PREFIX}-*)");
-    up(a)?;
-    let res = demo_traffic(a, seconds);
-    let logs = ["gw1", "gw2"]
-        .map(|g| std::fs::read_to_string(state(&format!("{g}.log"))).unwrap_or_default());
-    let d = down();
-    if res.is_err() {
-        for (g, l) in ["gw1", "gw2"].iter().zip(logs.iter()) {
-            eprintln!("--- {g} log\n{l}");
-        }
-    }
-    res?;
-    d?;
-    println!("test bed removed");
-    Ok(())
-}
-
-fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
-    let io = std::fs::read_to_string(state("gw1.log"))
-        .ok()
-        .and_then(|l| {
-            l.lines()
-                .find(|x| x.contains("event=port"))
-                .and_then(|x| x.split_whitespace().find(|w| w.starts_with("io=")))
-                .map(|w| w.trim_start_matches("io=").to_string())
-        })
-        .unwrap_or_else(|| "-".into());
-    println!(
-        "dut: {:?}, ports: {io}, workers per gateway: {}",
-        a.dut, a.workers
-    );
-    let watch_secs = format!("{}", 4.0 + 4.0 * (seconds + 2.5));
-    let watcher = spawn_in(
-        "wan",
-        &["watch", "--interface", "br0", "--seconds", &watch_secs],
-    )?;
-    std::thread::sleep(Duration::from_millis(300));
-    println!("ping h1 -> h2 (IPv4): {}", ping("h1", "203.0.113.2")?);
-    println!("ping h1 -> h2 (IPv6): {}", ping("h1", "2001:db8:113::2")?);
-    let mut rows = Vec::new();
-    for (frame, v6) in [(64usize, false), (1400, false), (64, true), (1400, true)] {
-        let (sent, r) = measure_udp(frame, v6, seconds)?;
-        let secs = seconds.max(1e-9);
-        let pps = r.packets as f64 / secs;
-        let mbps = pps * frame as f64 * 8.0 / 1e6;
-        let loss = if sent > 0 {
-            100.0 * (sent.saturating_sub(r.packets)) as f64 / sent as f64
-        } else {
-            0.0
-        };
-        rows.push(format!(
-            "  {:<5} {:>5} B   sent {:>9.0} pps   received {:>9.0} pps   {:>8.1} Mbit/s   loss {:>5.2}%",
-            if v6 { "IPv6" } else { "IPv4" },
-            frame,
-            sent as f64 / secs,
-            pps,
-            mbps,
-            loss
-        ));
-    }
-    println!("UDP h1 -> h2, {seconds} s per run, as fast as the sender goes (frame sizes count Ethernet header and FCS):");
-    for r in rows {
-        println!("{r}");
-    }
-    let w = wait_json(watcher)?;
-    let esp = w["esp"].as_u64().unwrap_or(0) + w["esp_in_udp"].as_u64().unwrap_or(0);
-    let plain = w["plaintext_ip"].as_u64().unwrap_or(0);
-    println!(
-        "transport link (wan br0): {} frames: {} ESP, {} ARP, {} plaintext IP, {} other",
-        w["frames"], esp, w["arp"], plain, w["other"]
-    );
-    if a.dut == Dut::Espgw {
-        if plain > 0 || esp == 0 {
-            return Err(format!(
-                "the transport link carried {plain} plaintext IP frames and {esp} ESP frames"
-            ));
-        }
-        println!("the transport link carried only ESP (and ARP)");
-        for g in ["gw1", "gw2"] {
-            let s = espgw::control_request(
-                &control_path(g),
-                &espgw_control::ControlRequest::Show("stats".into()),
-            )?;
-            println!(
-                "{g}: encrypted {} decrypted {} dropped {}",
-                s["encrypted"], s["decrypted"], s["drops"]
-            );
-        }
-    }
-    Ok(())
 }

@@ -24,6 +24,12 @@ use hdrhistogram::Histogram;
 
 use super::frame::{parse, Record, Seen, Template};
 
+mod send_receive;
+#[cfg(test)]
+mod tests;
+
+use send_receive::{send_due, serve_rx};
+
 const BURST: usize = 64;
 /// Latency histogram range: 100 ns to 60 s, 3 significant digits.
 const HIST_MAX_NS: u64 = 60_000_000_000;
@@ -467,169 +473,5 @@ fn port_thread(
                 None => std::thread::sleep(Duration::from_micros(200)),
             }
         }
-    }
-}
-
-/// Sends the frames due by now (at most a burst); true when the plan is done.
-fn send_due(
-    port: &mut dyn Port,
-    pool: &mut PacketPool,
-    out: &mut Vec<Packet>,
-    s: &mut Sending,
-    epoch: Instant,
-) -> bool {
-    let now = Instant::now();
-    if now < s.plan.start_at {
-        return false;
-    }
-    let due = if s.plan.rate_pps <= 0.0 {
-        s.plan.count
-    } else {
-        let el = now.duration_since(s.plan.start_at).as_secs_f64();
-        ((el * s.plan.rate_pps) as u64 + 1).min(s.plan.count)
-    };
-    // Unpaced sending stops at the trial's duration; paced sending at its frame count
-    // (with a margin for a tester running late).
-    let limit = if s.plan.rate_pps <= 0.0 {
-        s.plan.duration
-    } else {
-        s.plan.duration + Duration::from_millis(100)
-    };
-    if now.duration_since(s.plan.start_at) >= limit {
-        return true;
-    }
-    let n = due.saturating_sub(s.next).min(BURST as u64) as usize;
-    if n == 0 {
-        // Ahead of schedule: sleep until the next frame is due (at least a little:
-        // nanosleep overshoots by some 60 µs, and the frames that fall due meanwhile
-        // leave together as a small burst), never spin: the CPU belongs to the DUT.
-        let next_at = s.next as f64 / s.plan.rate_pps;
-        let wait = next_at - now.duration_since(s.plan.start_at).as_secs_f64();
-        std::thread::sleep(Duration::from_secs_f64((wait - 60e-6).clamp(20e-6, 1e-3)));
-        return false;
-    }
-    let tx_ns = epoch.elapsed().as_nanos() as u64;
-    let mut bytes = 0u64;
-    for i in 0..n as u64 {
-        let seq = s.next + i;
-        let idx = s.plan.pattern[(seq % s.plan.pattern.len() as u64) as usize];
-        let t = &s.plan.templates[usize::from(idx)];
-        let mut p = pool.get();
-        if p.load(&t.bytes).is_err() {
-            pool.put(p);
-            continue;
-        }
-        t.stamp(
-            p.data_mut(),
-            &Record {
-                trial: s.plan.trial,
-                stream: s.plan.stream,
-                seq: seq as u32,
-                tx_ns,
-            },
-        );
-        bytes += t.frame_size() as u64;
-        out.push(p);
-    }
-    let queued = out.len() as u64;
-    let sent = port.tx_burst(out, pool).unwrap_or(0) as u64;
-    out.clear();
-    if s.report.sent == 0 && sent > 0 {
-        s.report.first_ns = tx_ns;
-    }
-    if sent > 0 {
-        s.report.last_ns = tx_ns;
-    }
-    s.report.sent += sent;
-    s.report.bytes += (bytes * sent).checked_div(queued).unwrap_or(0);
-    s.report.refused += n as u64 - sent;
-    s.next += n as u64;
-    s.next >= s.plan.count
-}
-
-/// Receives a burst: test frames are counted, the rest goes to the host logic (ARP /
-/// ND answered). Returns how many frames arrived.
-#[allow(clippy::too_many_arguments)]
-fn serve_rx(
-    port: &mut dyn Port,
-    pool: &mut PacketPool,
-    rx: &mut Vec<Packet>,
-    out: &mut Vec<Packet>,
-    tables: &Tables,
-    cache: &NeighbourCache,
-    epoch: Instant,
-    counting: &mut Option<(u8, Vec<(u8, StreamCounter)>)>,
-    last_rx: &AtomicU64,
-) -> usize {
-    let n = port.rx_burst(pool, rx, BURST).unwrap_or(0);
-    if n == 0 {
-        return 0;
-    }
-    let rx_ns = epoch.elapsed().as_nanos() as u64;
-    for mut p in rx.drain(..) {
-        match parse(p.data()) {
-            Seen::Record(r) => {
-                last_rx.store(rx_ns, Ordering::Relaxed);
-                if let Some((trial, streams)) = counting {
-                    if let Some((_, c)) = streams.iter_mut().find(|(s, _)| *s == r.stream) {
-                        if r.trial == *trial {
-                            c.record(&r, rx_ns);
-                        } else {
-                            c.report.stale += 1;
-                        }
-                    }
-                }
-                pool.put(p);
-            }
-            Seen::Fragment => {
-                if let Some((_, streams)) = counting {
-                    if let Some((_, c)) = streams.first_mut() {
-                        c.report.fragments += 1;
-                    }
-                }
-                pool.put(p);
-            }
-            Seen::Other => {
-                if host::triage(&mut p, 0, tables, cache) == Triage::Reply {
-                    out.push(p);
-                } else {
-                    pool.put(p);
-                }
-            }
-        }
-    }
-    if !out.is_empty() {
-        let _ = port.tx_burst(out, pool);
-        out.clear();
-    }
-    n
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(seq: u32, tx_ns: u64) -> Record {
-        Record {
-            trial: 1,
-            stream: 0,
-            seq,
-            tx_ns,
-        }
-    }
-
-    #[test]
-    fn counter_finds_duplicates_reordering_and_foreign_sequence_numbers() {
-        let mut c = StreamCounter::new(100);
-        for s in [0, 1, 3, 2, 4, 4, 99, 5, 100, 1000] {
-            c.record(&rec(s, 1_000), 51_000);
-        }
-        let r = &c.report;
-        assert_eq!(r.received, 7, "0 1 3 2 4 99 5");
-        assert_eq!(r.duplicates, 1, "4 twice");
-        assert_eq!(r.reordered, 2, "2 after 3, 5 after 99");
-        assert_eq!(r.stale, 2, "100 and 1000 were never sent");
-        let p50 = r.latency.value_at_quantile(0.5);
-        assert!((49_900..=50_100).contains(&p50), "{p50}");
     }
 }

@@ -1,0 +1,216 @@
+//! Inbound: AH verified and removed, and per run of one SA's ESP packets the replay
+//! pre-check, one burst crypto call that authenticates and decrypts, the window update and
+//! decapsulation.
+
+use super::*;
+
+impl Pipeline {
+    /// Drops a packet at classification, counting it on its SA too if one was found.
+    pub(super) fn drop_classified(
+        &mut self,
+        t: &Tables,
+        p: &mut Packet,
+        r: DropReason,
+        sa: Option<u32>,
+    ) -> Slot {
+        if let Some(sa) = sa {
+            t.sas[sa as usize].state.counters.drop(r, 1);
+        }
+        self.drop_pkt(p, r);
+        Slot::Done
+    }
+
+    /// Verifies and removes AH (one packet): replay pre-check, ICV, window update. What AH
+    /// carried is then ESP (a bundle: on to the burst stage) or the protected packet
+    /// (checked against the inbound policy).
+    pub(super) fn open_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> Slot {
+        let sa_idx = job.sa;
+        let sa = &t.sas[sa_idx as usize];
+        let res = (|| {
+            let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
+            if sa.lifetime_allowance(1) == 0 {
+                return Err(DropReason::LifetimeExpired);
+            }
+            let seq = {
+                let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+                match w.infer(job.seq_low, sa.esn) {
+                    Some(s) if w.check(s) => s,
+                    _ => return Err(DropReason::Replay),
+                }
+            };
+            if !ah::verify(p, &job, key, seq, sa.esn, &mut self.ah_scratch) {
+                return Err(DropReason::AuthFailed);
+            }
+            let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            if !w.check_and_update(seq) {
+                return Err(DropReason::Replay);
+            }
+            drop(w);
+            ah::remove(p, &job, sa)?;
+            let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+            sa.state.counters.add(1, info.total_len as u64);
+            sa.note_usage();
+            Ok(info)
+        })();
+        let info = match res {
+            Ok(info) => info,
+            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
+        };
+        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
+            Ok(Classified::Esp(mut job)) => {
+                job.via_ah = Some(sa_idx);
+                Slot::Open { job, seq: 0 }
+            }
+            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
+                Some(SpdAction::Protect(i)) if i == sa_idx => {
+                    self.counters.decrypted += 1;
+                    Slot::Route {
+                        v4: info.key.v4,
+                        dst: info.key.dst,
+                    }
+                }
+                _ => self.drop_classified(t, p, DropReason::PolicyMismatch, Some(sa_idx)),
+            },
+            Err((r, sa)) => self.drop_classified(t, p, r, sa),
+        }
+    }
+
+    /// Authenticates, decrypts and decapsulates a run of ESP packets of SA `sa_idx`.
+    pub(super) fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
+        let sa = &t.sas[sa_idx as usize];
+        let mut replayed = 0u64;
+        let mut expired = 0u64;
+        let allowed = sa.lifetime_allowance(pkts.len() as u64);
+        // 1. Lifetime and replay pre-check: no crypto is spent on a packet that cannot pass.
+        {
+            let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, p) in pkts.iter_mut().enumerate() {
+                let slot = &mut self.slots[base + k];
+                let Slot::Open { job, seq } = slot else {
+                    continue;
+                };
+                if k as u64 >= allowed {
+                    *slot = Slot::Done;
+                    p.verdict = Verdict::Drop(DropReason::LifetimeExpired);
+                    expired += 1;
+                    continue;
+                }
+                match w.infer(job.seq_low, sa.esn) {
+                    Some(s) if w.check(s) => *seq = s,
+                    _ => {
+                        *slot = Slot::Done;
+                        p.verdict = Verdict::Drop(DropReason::Replay);
+                        replayed += 1;
+                    }
+                }
+            }
+        }
+        // 2. One crypto call: authenticate and decrypt.
+        let icv = sa.icv_len;
+        let Some(key) = sa.esp_key() else {
+            return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
+        };
+        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if let Slot::Open { job, seq } = self.slots[base + k] {
+                let esp = &mut p.data_mut()[job.esp_off..job.text_off + job.text_len + icv];
+                ops.push(EspOp { esp, seq });
+            }
+        }
+        self.oks.clear();
+        self.oks.resize(ops.len(), false);
+        key.open_burst(&mut ops, &mut self.oks);
+        drop(ops);
+        // 3. Window update for authentic packets, under one lock.
+        let mut auth_failed = 0u64;
+        {
+            let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            let mut o = 0;
+            for (k, p) in pkts.iter_mut().enumerate() {
+                let slot = &mut self.slots[base + k];
+                let Slot::Open { seq, .. } = *slot else {
+                    continue;
+                };
+                let ok = self.oks[o];
+                o += 1;
+                let r = if !ok {
+                    auth_failed += 1;
+                    DropReason::AuthFailed
+                } else if !w.check_and_update(seq) {
+                    replayed += 1;
+                    DropReason::Replay
+                } else {
+                    continue;
+                };
+                *slot = Slot::Done;
+                p.verdict = Verdict::Drop(r);
+            }
+        }
+        self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
+        sa.state.counters.drop(DropReason::LifetimeExpired, expired);
+        self.counters.drops[DropReason::Replay as usize] += replayed;
+        self.counters.drops[DropReason::AuthFailed as usize] += auth_failed;
+        sa.state.counters.drop(DropReason::Replay, replayed);
+        sa.state.counters.drop(DropReason::AuthFailed, auth_failed);
+        // 4. Trailer, decapsulation, inbound policy.
+        let mut good = 0u64;
+        let mut bytes = 0u64;
+        for (k, p) in pkts.iter_mut().enumerate() {
+            let Slot::Open { job, .. } = self.slots[base + k] else {
+                continue;
+            };
+            let res =
+                esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
+                    let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+                    // The policy must name this SA, and AH around it exactly when it
+                    // names a bundle.
+                    match (self.spd_lookup(t, Direction::In, &info.key), job.via_ah) {
+                        (Some(SpdAction::Protect(i)), None) if i == sa_idx => Ok(info),
+                        (Some(SpdAction::Bundle { esp, ah }), Some(via))
+                            if esp == sa_idx && ah == via =>
+                        {
+                            Ok(info)
+                        }
+                        _ => Err(DropReason::PolicyMismatch),
+                    }
+                });
+            match res {
+                Ok(info) => {
+                    good += 1;
+                    bytes += info.total_len as u64;
+                    self.slots[base + k] = Slot::Route {
+                        v4: info.key.v4,
+                        dst: info.key.dst,
+                    };
+                }
+                Err(r) => {
+                    self.slots[base + k] = Slot::Done;
+                    sa.state.counters.drop(r, 1);
+                    self.drop_pkt(p, r);
+                }
+            }
+        }
+        self.counters.decrypted += good;
+        sa.state.counters.add(good, bytes);
+        sa.note_usage();
+    }
+
+    /// Drops every packet of a run still waiting for SA `sa_idx`'s crypto.
+    pub(super) fn drop_run(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        pkts: &mut [Packet],
+        base: usize,
+        r: DropReason,
+    ) {
+        for (k, p) in pkts.iter_mut().enumerate() {
+            if matches!(
+                self.slots[base + k],
+                Slot::Sealed { .. } | Slot::Open { .. }
+            ) {
+                self.slots[base + k] = self.drop_classified(t, p, r, Some(sa_idx));
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Routing: longest-prefix match, the next hop's MAC, the Ethernet header; packets whose
+//! next hop is unresolved are reported for the node to hold.
+
+use super::*;
+
+impl Pipeline {
+    pub(super) fn route(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {
+        let hop = match self.route_cache {
+            Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => hop,
+            _ => {
+                let hop = match t.routes.lookup(v4, dst) {
+                    None => Hop::NoRoute,
+                    Some(r) => {
+                        let nh = r.next_hop(dst);
+                        match t.neighbours.lookup(r.port, v4, nh) {
+                            Some(mac) => Hop::To(r.port, mac),
+                            None => Hop::Unresolved(r.port, nh),
+                        }
+                    }
+                };
+                self.route_cache = Some((v4, dst, hop));
+                hop
+            }
+        };
+        match hop {
+            Hop::To(port, mac) => self.send_to(t, p, port, mac, v4),
+            Hop::NoRoute => self.drop_pkt(p, DropReason::NoRoute),
+            Hop::Unresolved(port, next_hop) => {
+                // Not counted as a drop yet: the caller may hold the packet until the
+                // next hop answers.
+                p.verdict = Verdict::Drop(DropReason::NoNeighbour);
+                self.unresolved.push(Unresolved {
+                    index,
+                    port,
+                    v4,
+                    next_hop,
+                });
+            }
+        }
+    }
+
+    /// Adds the Ethernet header for `mac` on `port` to an IP packet and marks it for
+    /// transmission (also used for packets that waited for their next hop).
+    pub fn send_to(&mut self, t: &Tables, p: &mut Packet, port: u16, mac: MacAddr, v4: bool) {
+        let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
+        let Some(d) = p.push_front(ethernet::HEADER_LEN) else {
+            return self.drop_pkt(p, DropReason::TooBig);
+        };
+        let _ = ethernet::emit(
+            d,
+            mac,
+            src,
+            if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 },
+        );
+        p.verdict = Verdict::Forward(port);
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += p.len() as u64;
+    }
+
+    /// Routes a packet the gateway itself originates (ICMP errors): `p` holds an IP
+    /// packet. Sets its verdict like [`Pipeline::process`] does; an unresolved next hop
+    /// is reported in [`Pipeline::unresolved`] with index `usize::MAX`.
+    pub fn route_local(&mut self, p: &mut Packet) {
+        let t = self.tables.clone();
+        self.route_cache = None;
+        match parse_ip(p.data()) {
+            Ok(info) => self.route(&t, p, usize::MAX, info.key.v4, info.key.dst),
+            Err(r) => self.drop_pkt(p, r),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum Hop {
+    To(u16, MacAddr),
+    NoRoute,
+    Unresolved(u16, u128),
+}
+
+/// A packet routed to a next hop whose link-layer address is not known yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Unresolved {
+    /// Index in the burst (`usize::MAX` for [`Pipeline::route_local`]).
+    pub index: usize,
+    pub port: u16,
+    pub v4: bool,
+    pub next_hop: u128,
+}
+
+/// An outbound packet larger than its SA's path MTU allows, left unencrypted for the
+/// caller to answer with ICMP or to fragment.
+#[derive(Debug, Clone, Copy)]
+pub struct TooBig {
+    pub index: usize,
+    /// The largest inner packet that fits.
+    pub max_inner: usize,
+}

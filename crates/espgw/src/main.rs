@@ -243,6 +243,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 },
                 p,
             )
+            .map_err(|e| e.to_string())
         }
         Cmd::Show {
             what,

@@ -117,7 +117,7 @@ fn answer(req: ControlRequest, shared: &Shared) -> Value {
         },
         ControlRequest::Reload(path) => match super::reload(shared, path) {
             Ok(m) => json!({"ok": true, "data": m}),
-            Err(e) => json!({"ok": false, "error": e}),
+            Err(e) => json!({"ok": false, "error": e.to_string()}),
         },
         ControlRequest::Stop => {
             shared.stop.store(true, Ordering::Relaxed);

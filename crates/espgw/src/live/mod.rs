@@ -6,6 +6,7 @@
 pub mod confine;
 pub mod conn;
 pub mod control;
+pub mod error;
 pub mod log;
 pub mod metrics;
 mod ports;
@@ -29,6 +30,8 @@ use espgw_wire::ethernet::{format_mac, parse_mac};
 
 use shared::{PortFacts, Shared};
 use worker::Worker;
+
+pub use error::GatewayError;
 
 pub use ports::ensure_bpffs;
 use ports::{open_ports, PortSet};
@@ -88,7 +91,11 @@ fn sysfs(ifname: &str, what: &str) -> Result<String, String> {
 }
 
 /// Reads MAC and MTU of every port's interface.
-fn port_facts(cfg: &Config) -> Result<Vec<PortFacts>, String> {
+fn port_facts(cfg: &Config) -> Result<Vec<PortFacts>, GatewayError> {
+    port_facts_of(cfg).map_err(GatewayError::Port)
+}
+
+fn port_facts_of(cfg: &Config) -> Result<Vec<PortFacts>, String> {
     cfg.ports
         .iter()
         .map(|p| {
@@ -138,10 +145,10 @@ fn build_tables(
     cache: &Arc<NeighbourCache>,
     facts: &[PortFacts],
     store: Option<&SeqStore>,
-) -> Result<Tables, String> {
-    let mut t = Tables::build(cfg, provider, previous).map_err(|e| e.to_string())?;
+) -> Result<Tables, GatewayError> {
+    let mut t = Tables::build(cfg, provider, previous)?;
     if let Some(s) = store {
-        s.attach(&t).map_err(|e| e.to_string())?;
+        s.attach(&t)?;
     }
     t.neighbours.dynamic = Some(cache.clone());
     for (i, f) in facts.iter().enumerate() {
@@ -152,24 +159,20 @@ fn build_tables(
     Ok(t)
 }
 
-fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathBuf), String> {
+fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathBuf), GatewayError> {
     let policy = crate::crypto_policy();
     if let Some(e) = path.as_deref().and_then(crate::exposed_config) {
-        return Err(e);
+        return Err(GatewayError::ConfigFile(e));
     }
     let (cfg, p) = match path {
-        Some(p) => (
-            espgw_config::load_with(p, format, policy).map_err(|e| e.to_string())?,
-            p.clone(),
-        ),
+        Some(p) => (espgw_config::load_with(p, format, policy)?, p.clone()),
         None => (
             espgw_config::parse_with(
                 espgw_config::DEFAULT_CONFIG,
                 "<built-in default>",
                 Some(Format::Native),
                 policy,
-            )
-            .map_err(|e| e.to_string())?,
+            )?,
             PathBuf::from("<built-in default>"),
         ),
     };
@@ -179,16 +182,16 @@ fn load(path: &Option<PathBuf>, format: Option<Format>) -> Result<(Config, PathB
 
 /// A reload's file must be readable by the user the gateway became at start-up: say so
 /// plainly rather than "permission denied".
-fn readable_by_us(path: &Path) -> Result<(), String> {
+fn readable_by_us(path: &Path) -> Result<(), GatewayError> {
     match std::fs::File::open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             let uid = espgw_io::process::effective_uid();
             let user = confine::user_name(uid);
-            Err(format!(
+            Err(GatewayError::ConfigFile(format!(
                 "{}: not readable by the gateway's user {user} (uid {uid}), which it runs as \
                  after start-up: give the file to that user (mode 0600)",
                 path.display()
-            ))
+            )))
         }
         _ => Ok(()),
     }
@@ -196,7 +199,7 @@ fn readable_by_us(path: &Path) -> Result<(), String> {
 
 /// Applies the configuration at `path` (or the current file) to a running gateway. On
 /// any error the running configuration stays as it was.
-pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> {
+pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayError> {
     let _g = shared.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
     let res = (|| {
         let path = match path {
@@ -219,11 +222,11 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, String> 
                 .zip(&shared.facts)
                 .all(|(p, f)| p.interface_name().trim_start_matches(TUN_PREFIX) == f.interface);
         if !same_ports {
-            return Err(format!(
+            return Err(GatewayError::Setting(format!(
                 "{}: the ports changed (a reload can change SAs, policies, routes and \
                  neighbours; new ports need a restart)",
                 path.display()
-            ));
+            )));
         }
         apply_facts(&mut cfg, &shared.facts);
         let old = shared.tables();
@@ -377,21 +380,23 @@ fn spawn_threads(
 }
 
 /// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
-pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), String> {
+pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), GatewayError> {
     // Before any key is read: no core dump of this process will ever hold one.
-    espgw_io::process::forbid_core_dumps().map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
-    let account = confine::account(opts.user.as_deref())?;
+    espgw_io::process::forbid_core_dumps()
+        .map_err(|e| GatewayError::Confine(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
+    let account = confine::account(opts.user.as_deref()).map_err(GatewayError::Confine)?;
     let (mut cfg, path) = load(&opts.config, opts.format)?;
     let mut facts = port_facts(&cfg)?;
     apply_facts(&mut cfg, &facts);
     let workers = opts.workers.or(cfg.workers).unwrap_or(1);
     if !(1..=espgw_config::MAX_WORKERS).contains(&workers) {
-        return Err(format!(
+        return Err(GatewayError::Setting(format!(
             "workers: must be 1..={}",
             espgw_config::MAX_WORKERS
-        ));
+        )));
     }
-    let store = crate::seq_store::open_for(&cfg, &opts.state)?;
+    let store =
+        crate::seq_store::open_for(&cfg, &opts.state).map_err(GatewayError::SequenceState)?;
     let cache = Arc::new(NeighbourCache::default());
     let tables = build_tables(
         &cfg,
@@ -401,7 +406,7 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         &facts,
         store.as_ref(),
     )?;
-    let set = open_ports(&opts, &mut facts, workers)?;
+    let set = open_ports(&opts, &mut facts, workers).map_err(GatewayError::Port)?;
     for (i, f) in facts.iter().enumerate() {
         crate::info!("port", "index" => i, "name" => cfg.ports[i].name,
             "interface" => f.interface, "io" => f.kind, "role" => cfg.port_role(i).name(),
@@ -420,7 +425,8 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         store,
     ));
     // Everything that needs privileges is opened here, before the switch.
-    let control = control::Server::bind(&opts.control).map_err(|e| e.to_string())?;
+    let control =
+        control::Server::bind(&opts.control).map_err(|e| GatewayError::Listener(e.to_string()))?;
     let metrics_listener = match opts.metrics {
         Some(addr) => {
             if !addr.ip().is_loopback() {
@@ -428,7 +434,10 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
                     "detail" => "served beyond this host: counters and SA names are visible to \
                                  anyone who can reach it (bind to 127.0.0.1 behind a proxy)");
             }
-            Some(std::net::TcpListener::bind(addr).map_err(|e| format!("metrics {addr}: {e}"))?)
+            Some(
+                std::net::TcpListener::bind(addr)
+                    .map_err(|e| GatewayError::Listener(format!("metrics {addr}: {e}")))?,
+            )
         }
         None => None,
     };
@@ -437,27 +446,28 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ])
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| GatewayError::Listener(format!("signals: {e}")))?;
     if let Some(a) = &account {
         if a.uid != espgw_io::process::effective_uid() {
             let state_dir = shared.seq_store.as_ref().map(|s| s.dir().to_path_buf());
             let mut give: Vec<&Path> = vec![&opts.control];
             give.extend(state_dir.as_deref());
-            confine::hand_over(a, &give)?;
+            confine::hand_over(a, &give).map_err(GatewayError::Confine)?;
         }
     }
-    confine::confine(account.as_ref(), opts.seccomp)?;
+    confine::confine(account.as_ref(), opts.seccomp).map_err(GatewayError::Confine)?;
     if let Some(store) = &shared.seq_store {
         // The sequence state must stay writable by the user the gateway now is (a parent
         // directory it cannot enter would otherwise show only at the first renewal).
         store.probe().map_err(|e| {
-            format!(
+            GatewayError::SequenceState(format!(
                 "{e} (after switching to uid {})",
                 espgw_io::process::effective_uid()
-            )
+            ))
         })?;
     }
-    let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)?;
+    let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)
+        .map_err(GatewayError::Threads)?;
     crate::info!("started", "config" => path.display(), "workers" => workers,
         "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),
         "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
@@ -480,4 +490,43 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), St
     // Give the log line a moment on a pipe before the process goes.
     std::thread::sleep(Duration::from_millis(10));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    /// Start-up errors keep their kind: a configuration error is the configuration's own
+    /// (file, line, field, and the error chain), a file others may read is refused as such.
+    #[test]
+    fn load_errors_say_what_failed() {
+        let dir = std::env::temp_dir().join(format!("espgw-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = file(&dir, "bad.toml", "burst = 64\nreplay_windw = 3\n", 0o600);
+        match load(&Some(bad), None) {
+            Err(GatewayError::Config(e)) => {
+                assert_eq!((e.line, e.field.as_str()), (2, "replay_windw"));
+                assert!(e.file.ends_with("bad.toml"));
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        let err = load(&Some(file(&dir, "b2.toml", "burst = 0\n", 0o600)), None).unwrap_err();
+        assert!(std::error::Error::source(&err).is_some(), "{err}");
+        let open = file(&dir, "open.toml", espgw_config::DEFAULT_CONFIG, 0o644);
+        match load(&Some(open), None) {
+            Err(GatewayError::ConfigFile(m)) => assert!(m.contains("chmod 600"), "{m}"),
+            other => panic!("expected a file permission refusal, got {other:?}"),
+        }
+        let (cfg, _) = load(&None, None).unwrap();
+        assert_eq!(cfg.ports.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -71,6 +71,21 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    pub fn set_dst(&mut self, m: MacAddr) {
+        self.buf.as_mut()[0..6].copy_from_slice(&m);
+    }
+    pub fn set_src(&mut self, m: MacAddr) {
+        self.buf.as_mut()[6..12].copy_from_slice(&m);
+    }
+    /// Addressed back to the sender, from `ours` (a reply in place).
+    pub fn reflect(&mut self, ours: MacAddr) {
+        let sender = self.src();
+        self.set_dst(sender);
+        self.set_src(ours);
+    }
+}
+
 /// Writes an untagged Ethernet header into the first 14 bytes of `out`.
 pub fn emit(out: &mut [u8], dst: MacAddr, src: MacAddr, ethertype: u16) -> Result<()> {
     let h = out.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
@@ -104,6 +119,16 @@ pub fn format_mac(m: &MacAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reflect_addresses_a_reply_to_the_sender() {
+        let mut f = [0u8; 14];
+        emit(&mut f, [1, 1, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2], 0x0806).unwrap();
+        let mut e = EthernetFrame::new_checked(&mut f[..]).unwrap();
+        e.reflect([3, 3, 3, 3, 3, 3]);
+        assert_eq!((e.dst(), e.src()), ([2; 6], [3; 6]));
+        assert_eq!(e.ethertype(), 0x0806);
+    }
 
     #[test]
     fn untagged_and_tagged() {

@@ -140,6 +140,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     pub fn set_ttl(&mut self, ttl: u8) {
         self.bm()[field::TTL] = ttl;
     }
+    /// Sets the TTL, updating the header checksum incrementally (RFC 1624): a header
+    /// whose checksum was wrong stays wrong, as a router must not launder it.
+    pub fn set_ttl_updating_checksum(&mut self, ttl: u8) {
+        let b = self.buf.as_ref();
+        let (old_ttl, protocol) = (b[field::TTL], b[field::TTL + 1]);
+        let old_check = u16::from_be_bytes([b[field::CHECKSUM], b[field::CHECKSUM + 1]]);
+        let old = u16::from_be_bytes([old_ttl, protocol]);
+        let new = u16::from_be_bytes([ttl, protocol]);
+        let c = checksum::update16(old_check, old, new);
+        self.bm()[field::TTL] = ttl;
+        put16(self.bm(), field::CHECKSUM, c);
+    }
     /// Swaps source and destination (a reply to the sender).
     pub fn swap_addresses(&mut self) {
         let (src, dst) = (self.src().octets(), self.dst().octets());

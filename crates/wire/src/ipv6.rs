@@ -87,6 +87,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     pub fn set_next_header(&mut self, nh: u8) {
         self.buf.as_mut()[6] = nh;
     }
+    pub fn set_hop_limit(&mut self, hops: u8) {
+        self.buf.as_mut()[7] = hops;
+    }
+    /// Source and destination exchanged (a reply in place).
+    pub fn swap_addresses(&mut self) {
+        let b = self.buf.as_mut();
+        for i in 8..24 {
+            b.swap(i, i + 16);
+        }
+    }
 }
 
 /// Where the upper-layer protocol starts inside an IPv6 packet.
@@ -222,6 +232,28 @@ pub fn pseudo_header_sum(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setters_write_hop_limit_and_swap_addresses() {
+        let mut b = [0u8; 40];
+        Ipv6Repr {
+            src: "2001:db8::1".parse().unwrap(),
+            dst: "2001:db8::2".parse().unwrap(),
+            next_header: 17,
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 9,
+            payload_len: 0,
+        }
+        .emit(&mut b)
+        .unwrap();
+        let mut p = Ipv6Packet::new_checked(&mut b[..]).unwrap();
+        p.set_hop_limit(8);
+        p.swap_addresses();
+        assert_eq!(p.hop_limit(), 8);
+        assert_eq!(p.src(), "2001:db8::2".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(p.dst(), "2001:db8::1".parse::<Ipv6Addr>().unwrap());
+    }
 
     fn v6(next: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = vec![0u8; 40];

@@ -39,7 +39,10 @@ pub(super) fn receive(
     a.set_op(wire_arp::OP_REPLY);
     a.set_target(sha, spa);
     a.set_sender(info.mac, tpa);
-    d[0..6].copy_from_slice(&sha);
-    d[6..12].copy_from_slice(&info.mac);
+    // To the requester's hardware address (RFC 826), from ours.
+    if let Ok(mut e) = EthernetFrame::new_checked(d) {
+        e.set_dst(sha);
+        e.set_src(info.mac);
+    }
     Triage::Reply
 }

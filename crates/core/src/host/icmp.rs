@@ -1,6 +1,10 @@
 //! ICMP the gateway sends: echo replies, and the errors a router sends (RFC 792, RFC 1812
 //! §4.3, RFC 4443), rate-limited by the node.
 
+use std::net::Ipv4Addr;
+
+use espgw_wire::ipv4::Ipv4Repr;
+
 use super::*;
 
 pub(super) fn echo_reply_v4(
@@ -37,11 +41,7 @@ pub(super) fn echo_reply_v4(
 /// The ICMPv6 checksum of `body` (RFC 4443 §2.3: over the pseudo-header too). Over a
 /// body whose checksum field is filled in, a correct packet gives 0.
 pub fn icmpv6_checksum(src: &[u8; 16], dst: &[u8; 16], body: &[u8]) -> u16 {
-    let mut s = checksum::sum(src, 0);
-    s = checksum::sum(dst, s);
-    s = checksum::sum(&(body.len() as u32).to_be_bytes(), s);
-    s = checksum::sum(&[0, 0, 0, proto::ICMPV6], s);
-    checksum::finish(checksum::sum(body, s))
+    wire_icmp::icmpv6_checksum((*src).into(), (*dst).into(), body)
 }
 
 /// The ICMP errors the gateway sends.
@@ -92,62 +92,81 @@ pub fn build_icmp_error(out: &mut Packet, orig: &[u8], err: IcmpError, src: IpAd
     }
     let mut f = [0u8; 1280];
     let len = match src {
-        IpAddr::V4(s) if orig[0] >> 4 == 4 => {
-            // RFC 1812 §4.3.2.3: as much of the original as fits in 576 bytes.
-            let orig_total = usize::from(u16::from_be_bytes([orig[2], orig[3]])).min(orig.len());
-            let quote = orig_total.min(576 - 28);
-            let len = 28 + quote;
-            f[0] = 0x45;
-            f[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-            f[8] = 64;
-            f[9] = proto::ICMP;
-            f[12..16].copy_from_slice(&s.octets());
-            f[16..20].copy_from_slice(&orig[12..16]);
-            let c = checksum::checksum(&f[..20]);
-            f[10..12].copy_from_slice(&c.to_be_bytes());
-            let icmp = &mut f[20..len];
-            match err {
-                IcmpError::TimeExceeded => icmp[0] = 11,
-                IcmpError::TooBig(mtu) => {
-                    icmp[0] = 3;
-                    icmp[1] = 4;
-                    icmp[6..8].copy_from_slice(&mtu.to_be_bytes());
-                }
-            }
-            icmp[8..].copy_from_slice(&orig[..quote]);
-            let c = checksum::checksum(icmp);
-            icmp[2..4].copy_from_slice(&c.to_be_bytes());
-            len
-        }
-        IpAddr::V6(s) if orig[0] >> 4 == 6 => {
-            // RFC 4443 §2.4(c): as much as fits in the minimum MTU.
-            let orig_total =
-                (40 + usize::from(u16::from_be_bytes([orig[4], orig[5]]))).min(orig.len());
-            let quote = orig_total.min(1280 - 48);
-            let len = 48 + quote;
-            let mut dst = [0u8; 16];
-            dst.copy_from_slice(&orig[8..24]);
-            f[0] = 0x60;
-            f[4..6].copy_from_slice(&((8 + quote) as u16).to_be_bytes());
-            f[6] = proto::ICMPV6;
-            f[7] = 64;
-            f[8..24].copy_from_slice(&s.octets());
-            f[24..40].copy_from_slice(&dst);
-            let icmp = &mut f[40..len];
-            match err {
-                IcmpError::TimeExceeded => icmp[0] = 3,
-                IcmpError::TooBig(mtu) => {
-                    icmp[0] = 2;
-                    icmp[4..8].copy_from_slice(&u32::from(mtu).to_be_bytes());
-                }
-            }
-            icmp[8..].copy_from_slice(&orig[..quote]);
-            let c = icmpv6_checksum(&s.octets(), &dst, icmp);
-            icmp[2..4].copy_from_slice(&c.to_be_bytes());
-            len
-        }
-        _ => return false,
+        IpAddr::V4(s) if orig[0] >> 4 == 4 => icmpv4_error(&mut f, orig, err, s),
+        IpAddr::V6(s) if orig[0] >> 4 == 6 => icmpv6_error(&mut f, orig, err, s),
+        _ => None,
+    };
+    let Some(len) = len else {
+        return false;
     };
     out.verdict = Verdict::Pending;
     out.load(&f[..len]).is_ok()
+}
+
+/// An ICMPv4 error about the IPv4 packet `orig` from `src`, as an IP packet in `f`;
+/// returns its length.
+fn icmpv4_error(f: &mut [u8], orig: &[u8], err: IcmpError, src: Ipv4Addr) -> Option<usize> {
+    let ip = Ipv4Packet::new_checked(orig).ok()?;
+    // RFC 1812 §4.3.2.3: as much of the original as fits in 576 bytes.
+    let quote = ip.total_len().min(orig.len()).min(576 - 28);
+    let (kind, rest) = match err {
+        IcmpError::TimeExceeded => ((wire_icmp::TIME_EXCEEDED, 0), [0; 4]),
+        IcmpError::TooBig(mtu) => {
+            let [hi, lo] = mtu.to_be_bytes();
+            let kind = (
+                wire_icmp::DEST_UNREACHABLE,
+                wire_icmp::CODE_FRAGMENTATION_NEEDED,
+            );
+            (kind, [0, 0, hi, lo])
+        }
+    };
+    let n = wire_icmp::emit_error(f.get_mut(20..)?, kind, rest, &orig[..quote]).ok()?;
+    IcmpHeader::new_checked(&mut f[20..20 + n])
+        .ok()?
+        .fill_checksum();
+    Ipv4Repr {
+        src,
+        dst: ip.src(),
+        protocol: proto::ICMP,
+        tos: 0,
+        ttl: 64,
+        ident: 0,
+        dont_fragment: false,
+        payload_len: n,
+    }
+    .emit(f)
+    .ok()?;
+    Some(20 + n)
+}
+
+/// An ICMPv6 error about the IPv6 packet `orig` from `src`, as an IP packet in `f`;
+/// returns its length.
+fn icmpv6_error(f: &mut [u8], orig: &[u8], err: IcmpError, src: Ipv6Addr) -> Option<usize> {
+    let ip = Ipv6Packet::new_checked(orig).ok()?;
+    // RFC 4443 §2.4(c): as much as fits in the minimum MTU.
+    let quote = ip.total_len().min(orig.len()).min(1280 - 48);
+    let (kind, rest) = match err {
+        IcmpError::TimeExceeded => ((wire_icmp::V6_TIME_EXCEEDED, 0), [0; 4]),
+        IcmpError::TooBig(mtu) => (
+            (wire_icmp::V6_PACKET_TOO_BIG, 0),
+            u32::from(mtu).to_be_bytes(),
+        ),
+    };
+    let n = wire_icmp::emit_error(f.get_mut(40..)?, kind, rest, &orig[..quote]).ok()?;
+    let dst = ip.src();
+    IcmpHeader::new_checked(&mut f[40..40 + n])
+        .ok()?
+        .fill_checksum_v6(src, dst);
+    Ipv6Repr {
+        src,
+        dst,
+        next_header: proto::ICMPV6,
+        traffic_class: 0,
+        flow_label: 0,
+        hop_limit: 64,
+        payload_len: n,
+    }
+    .emit(f)
+    .ok()?;
+    Some(40 + n)
 }

@@ -14,13 +14,17 @@
 use std::net::IpAddr;
 
 use espgw_wire::arp as wire_arp;
+use espgw_wire::ethernet;
 use espgw_wire::ethernet::{
     EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, HEADER_LEN,
 };
 use espgw_wire::icmp::{self as wire_icmp, IcmpHeader};
 use espgw_wire::ipv4::Ipv4Packet;
 use espgw_wire::ipv6::Ipv6Packet;
+use espgw_wire::ipv6::Ipv6Repr;
+use espgw_wire::nd as wire_nd;
 use espgw_wire::{checksum, proto};
+use std::net::Ipv6Addr;
 
 use crate::counters::DropReason;
 use crate::neighbour::NeighbourCache;
@@ -35,8 +39,8 @@ mod tests;
 
 use icmp::echo_reply_v4;
 pub use icmp::{build_icmp_error, icmpv6_checksum, IcmpError};
+use nd::ipv6;
 pub(crate) use nd::ND_NA;
-use nd::{ipv6, ND_NS};
 
 /// What to do with a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,10 +174,9 @@ fn ipv4_fast(d: &mut [u8], t: &Tables, hop: HopLimit) -> Option<Triage> {
 
 /// Swaps the Ethernet source and destination (a reply to the sender's MAC).
 fn reflect_ethernet(d: &mut [u8], our_mac: MacAddr) {
-    let mut src = [0u8; 6];
-    src.copy_from_slice(&d[6..12]);
-    d[0..6].copy_from_slice(&src);
-    d[6..12].copy_from_slice(&our_mac);
+    if let Ok(mut e) = EthernetFrame::new_checked(d) {
+        e.reflect(our_mac);
+    }
 }
 
 fn ipv4(p: &mut Packet, hl: usize, t: &Tables, hop: HopLimit) -> Triage {
@@ -219,12 +222,11 @@ fn ipv4(p: &mut Packet, hl: usize, t: &Tables, hop: HopLimit) -> Triage {
     if ttl <= 1 {
         return Triage::TimeExceeded(hl);
     }
-    let d = &mut p.data_mut()[hl..];
-    d[8] = ttl - 1;
-    let old = u16::from_be_bytes([ttl, proto]);
-    let new = u16::from_be_bytes([ttl - 1, proto]);
-    let c = checksum::update16(u16::from_be_bytes([d[10], d[11]]), old, new);
-    d[10..12].copy_from_slice(&c.to_be_bytes());
+    // (The general path: the fast one above takes the common case.)
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut p.data_mut()[hl..]) else {
+        return Triage::Drop(DropReason::Malformed);
+    };
+    ip.set_ttl_updating_checksum(ttl - 1);
     Triage::Pipeline
 }
 
@@ -238,9 +240,9 @@ pub fn build_solicitation(p: &mut Packet, info: &PortInfo, v4: bool, target: u12
     let res = match our {
         IpAddr::V4(a) => {
             let mut f = [0u8; HEADER_LEN + 28];
-            f[0..6].copy_from_slice(&[0xff; 6]);
-            f[6..12].copy_from_slice(&info.mac);
-            f[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+            if ethernet::emit(&mut f, [0xff; 6], info.mac, ETHERTYPE_ARP).is_err() {
+                return false;
+            }
             let request = wire_arp::emit(
                 &mut f[HEADER_LEN..],
                 wire_arp::OP_REQUEST,
@@ -254,27 +256,28 @@ pub fn build_solicitation(p: &mut Packet, info: &PortInfo, v4: bool, target: u12
         }
         IpAddr::V6(a) => {
             let t = target.to_be_bytes();
+            // To the target's solicited-node multicast address (RFC 4291 §2.7.1).
             let mut dst = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
             dst[13..].copy_from_slice(&t[13..]);
-            let mut f = [0u8; HEADER_LEN + 40 + 32];
-            f[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
-            f[6..12].copy_from_slice(&info.mac);
-            f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-            let ip = &mut f[HEADER_LEN..];
-            ip[0] = 0x60;
-            ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-            ip[6] = proto::ICMPV6;
-            ip[7] = 255;
-            ip[8..24].copy_from_slice(&a.octets());
-            ip[24..40].copy_from_slice(&dst);
-            let icmp = &mut ip[40..];
-            icmp[0] = ND_NS;
-            icmp[8..24].copy_from_slice(&t);
-            icmp[24] = 1;
-            icmp[25] = 1;
-            icmp[26..32].copy_from_slice(&info.mac);
-            let c = icmpv6_checksum(&a.octets(), &dst, icmp);
-            icmp[2..4].copy_from_slice(&c.to_be_bytes());
+            let dst = Ipv6Addr::from(dst);
+            let mut f = [0u8; HEADER_LEN + 40 + wire_nd::LEN_WITH_LL_OPTION];
+            let eth_dst = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+            let written = ethernet::emit(&mut f, eth_dst, info.mac, ETHERTYPE_IPV6).is_ok()
+                && nd::nd_ipv6_header(a, dst)
+                    .emit(&mut f[HEADER_LEN..])
+                    .is_ok()
+                && wire_nd::emit(
+                    &mut f[HEADER_LEN + 40..],
+                    wire_nd::NEIGHBOR_SOLICITATION,
+                    0,
+                    t,
+                    (wire_nd::OPT_SOURCE_LL, info.mac),
+                    (a, dst),
+                )
+                .is_ok();
+            if !written {
+                return false;
+            }
             p.load(&f)
         }
     };

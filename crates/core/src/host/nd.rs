@@ -4,6 +4,8 @@
 use super::*;
 
 pub(super) const ND_NS: u8 = 135;
+/// ICMPv6 echo reply (RFC 4443 §4.2).
+const ECHO_REPLY_V6: u8 = 129;
 
 /// ICMPv6 neighbour advertisement (RFC 4861 §4.4).
 pub(crate) const ND_NA: u8 = 136;
@@ -68,28 +70,14 @@ pub(super) fn ipv6(
     if hop <= 1 {
         return Triage::TimeExceeded(hl);
     }
-    p.data_mut()[hl + 7] = hop - 1;
+    let Ok(mut ip) = Ipv6Packet::new_checked(&mut p.data_mut()[hl..]) else {
+        return Triage::Drop(DropReason::Malformed);
+    };
+    ip.set_hop_limit(hop - 1);
     Triage::Pipeline
 }
 
 pub(super) const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-
-/// The link-layer address option (`kind` 1 source, 2 target) among ND options.
-pub(super) fn nd_lladdr(mut opts: &[u8], kind: u8) -> Option<MacAddr> {
-    while opts.len() >= 8 {
-        let len = usize::from(opts[1]) * 8;
-        if len == 0 || len > opts.len() {
-            return None;
-        }
-        if opts[0] == kind && len >= 8 {
-            let mut m = [0u8; 6];
-            m.copy_from_slice(&opts[2..8]);
-            return Some(m);
-        }
-        opts = &opts[len..];
-    }
-    None
-}
 
 pub(super) fn icmpv6_local(
     p: &mut Packet,
@@ -113,12 +101,14 @@ pub(super) fn icmpv6_local(
     let kind = body[0];
     match kind {
         ND_NS | ND_NA if !on_link_hop => Triage::Drop(DropReason::Malformed),
-        ND_NS | ND_NA if body.len() >= 24 => {
-            let mut target = [0u8; 16];
-            target.copy_from_slice(&body[8..24]);
+        ND_NS | ND_NA => {
+            let Ok(msg) = wire_nd::NdMessage::new_checked(body) else {
+                return Triage::Drop(DropReason::Malformed);
+            };
+            let target = msg.target();
             let target_bits = u128::from_be_bytes(target);
             if kind == ND_NA {
-                let mac = nd_lladdr(&body[24..], 2).unwrap_or(src_mac);
+                let mac = msg.lladdr(wire_nd::OPT_TARGET_LL).unwrap_or(src_mac);
                 // An advertisement answers the gateway's solicitation, whose entry exists:
                 // unsolicited ones only refresh what is known.
                 if on_link(info, IpAddr::from(target)) || target[0..2] == [0xfe, 0x80] {
@@ -127,7 +117,7 @@ pub(super) fn icmpv6_local(
                 return Triage::Consumed;
             }
             let unspecified = src == [0; 16];
-            let sll = nd_lladdr(&body[24..], 1);
+            let sll = msg.lladdr(wire_nd::OPT_SOURCE_LL);
             let for_us = info
                 .addresses
                 .iter()
@@ -142,69 +132,85 @@ pub(super) fn icmpv6_local(
                     }
                 }
             }
-            if !info
-                .addresses
-                .iter()
-                .any(|a| a.addr == IpAddr::from(target))
-            {
+            if !for_us {
                 return Triage::Consumed;
             }
             // Neighbour advertisement: solicited (unless answering DAD), override.
-            let (na_dst, flags) = if unspecified {
-                (ALL_NODES, 0x20)
+            let (to, flags) = if unspecified {
+                (
+                    ([0x33, 0x33, 0, 0, 0, 1], ALL_NODES),
+                    wire_nd::FLAG_OVERRIDE,
+                )
             } else {
-                (src, 0x60)
+                (
+                    (sll.unwrap_or(src_mac), src),
+                    wire_nd::FLAG_SOLICITED | wire_nd::FLAG_OVERRIDE,
+                )
             };
-            let eth_dst = if unspecified {
-                [0x33, 0x33, 0, 0, 0, 1]
-            } else {
-                sll.unwrap_or(src_mac)
-            };
-            let mut f = [0u8; HEADER_LEN + 40 + 32];
-            f[0..6].copy_from_slice(&eth_dst);
-            f[6..12].copy_from_slice(&info.mac);
-            f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-            let ip = &mut f[HEADER_LEN..];
-            ip[0] = 0x60;
-            ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-            ip[6] = proto::ICMPV6;
-            ip[7] = 255;
-            ip[8..24].copy_from_slice(&target);
-            ip[24..40].copy_from_slice(&na_dst);
-            let icmp = &mut ip[40..];
-            icmp[0] = ND_NA;
-            icmp[4] = flags;
-            icmp[8..24].copy_from_slice(&target);
-            icmp[24] = 2;
-            icmp[25] = 1;
-            icmp[26..32].copy_from_slice(&info.mac);
-            let c = icmpv6_checksum(&target, &na_dst, icmp);
-            icmp[2..4].copy_from_slice(&c.to_be_bytes());
-            let in_port = p.in_port;
-            if p.load(&f).is_err() {
-                return Triage::Drop(DropReason::TooBig);
-            }
-            p.in_port = in_port;
-            Triage::Reply
+            advertise(p, info, target, to, flags)
         }
         128 if dst[0] != 0xff => {
-            // Echo request to one of our unicast addresses.
+            // Echo request to one of our unicast addresses: the reply in place.
             p.truncate(hl + 40 + plen);
             let d = p.data_mut();
             reflect_ethernet(d, info.mac);
-            let ip = &mut d[hl..];
-            ip[8..24].copy_from_slice(&dst);
-            ip[24..40].copy_from_slice(&src);
-            ip[7] = 64;
-            let icmp = &mut ip[40..];
-            icmp[0] = 129;
-            icmp[2] = 0;
-            icmp[3] = 0;
-            let c = icmpv6_checksum(&dst, &src, icmp);
-            icmp[2..4].copy_from_slice(&c.to_be_bytes());
+            let Ok(mut ip) = Ipv6Packet::new_checked(&mut d[hl..]) else {
+                return Triage::Drop(DropReason::Malformed);
+            };
+            ip.swap_addresses();
+            ip.set_hop_limit(64);
+            let Ok(mut icmp) = IcmpHeader::new_checked(&mut d[hl + 40..]) else {
+                return Triage::Drop(DropReason::Malformed);
+            };
+            icmp.set_msg_type(ECHO_REPLY_V6);
+            icmp.fill_checksum_v6(Ipv6Addr::from(dst), Ipv6Addr::from(src));
             Triage::Reply
         }
         // Router solicitations/advertisements, redirects, MLD, echo replies: not ours.
         _ => Triage::Consumed,
+    }
+}
+
+/// Answers a solicitation for `target` (one of the gateway's addresses) in `p`'s buffer:
+/// an advertisement from `target` to `to` (MAC and IPv6 address) with `flags`.
+fn advertise(
+    p: &mut Packet,
+    info: &PortInfo,
+    target: [u8; 16],
+    (eth_dst, ip_dst): (MacAddr, [u8; 16]),
+    flags: u8,
+) -> Triage {
+    let (src, dst) = (Ipv6Addr::from(target), Ipv6Addr::from(ip_dst));
+    let mut f = [0u8; HEADER_LEN + 40 + wire_nd::LEN_WITH_LL_OPTION];
+    let written = ethernet::emit(&mut f, eth_dst, info.mac, ETHERTYPE_IPV6).is_ok()
+        && nd_ipv6_header(src, dst).emit(&mut f[HEADER_LEN..]).is_ok()
+        && wire_nd::emit(
+            &mut f[HEADER_LEN + 40..],
+            wire_nd::NEIGHBOR_ADVERTISEMENT,
+            flags,
+            target,
+            (wire_nd::OPT_TARGET_LL, info.mac),
+            (src, dst),
+        )
+        .is_ok();
+    let in_port = p.in_port;
+    if !written || p.load(&f).is_err() {
+        return Triage::Drop(DropReason::TooBig);
+    }
+    p.in_port = in_port;
+    Triage::Reply
+}
+
+/// The IPv6 header of a neighbour discovery message: hop limit 255, which receivers
+/// check (RFC 4861 §7.1), and one link-layer address option.
+pub(super) fn nd_ipv6_header(src: Ipv6Addr, dst: Ipv6Addr) -> Ipv6Repr {
+    Ipv6Repr {
+        src,
+        dst,
+        next_header: proto::ICMPV6,
+        traffic_class: 0,
+        flow_label: 0,
+        hop_limit: 255,
+        payload_len: wire_nd::LEN_WITH_LL_OPTION,
     }
 }

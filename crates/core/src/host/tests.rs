@@ -216,3 +216,62 @@ fn never_panics_on_garbage() {
         }
     }
 }
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// ICMP errors byte for byte as scapy 2.5 builds them: `IP(src, dst, ttl=64, id=0) /
+/// ICMP(type=3, code=4, nexthopmtu=1346) / orig`, and for IPv6 `IPv6(src, dst, hlim=64) /
+/// ICMPv6TimeExceeded() / orig` and `ICMPv6PacketTooBig(mtu=1280)`.
+#[test]
+fn icmp_errors_match_scapy() {
+    let orig4 = hex(concat!(
+        "45000030123440003f11c336c633640acb0071149c400009001c4865",
+        "7878787878787878787878787878787878787878"
+    ));
+    let mut e = Packet::new();
+    let src: IpAddr = "198.51.100.1".parse().unwrap();
+    assert!(build_icmp_error(
+        &mut e,
+        &orig4,
+        IcmpError::TooBig(1346),
+        src
+    ));
+    let scapy4 = hex(concat!(
+        "4500004c000000004001263fc6336401c633640a03045e3a00000542",
+        "45000030123440003f11c336c633640acb0071149c400009001c4865",
+        "7878787878787878787878787878787878787878"
+    ));
+    assert_eq!(e.data(), &scapy4[..]);
+
+    let orig6 = hex(concat!(
+        "600000000014110120010db801000000000000000000001020010db8",
+        "0113000000000000000000209c40000900142cef797979797979797979797979"
+    ));
+    let src6: IpAddr = "2001:db8:100::1".parse().unwrap();
+    let head6 = "6000000000443a4020010db801000000000000000000000120010db80100000000000000000000100";
+    assert!(build_icmp_error(
+        &mut e,
+        &orig6,
+        IcmpError::TimeExceeded,
+        src6
+    ));
+    let scapy6 = hex(&format!("{head6}3002e0e00000000{}", hex_of(&orig6)));
+    assert_eq!(e.data(), &scapy6[..]);
+    assert!(build_icmp_error(
+        &mut e,
+        &orig6,
+        IcmpError::TooBig(1280),
+        src6
+    ));
+    let scapy6tb = hex(&format!("{head6}2002a0e00000500{}", hex_of(&orig6)));
+    assert_eq!(e.data(), &scapy6tb[..]);
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

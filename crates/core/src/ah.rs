@@ -167,7 +167,9 @@ fn icv(
 /// What an outbound AH packet needs next.
 #[derive(Debug, Clone, Copy)]
 pub struct Protected {
+    /// Family of the packet as it leaves (the outer header in tunnel mode), for routing.
     pub route_v4: bool,
+    /// Destination address of the packet as it leaves, for routing.
     pub route_dst: u128,
     /// Bytes protected (inner packet or upper layer), for counters and lifetimes.
     pub payload_len: u32,
@@ -254,14 +256,21 @@ pub fn protect(
 /// An inbound AH packet matched to its SA.
 #[derive(Debug, Clone, Copy)]
 pub struct AhJob {
+    /// Index of the SA in the tables.
     pub sa: u32,
+    /// Sequence number as on the wire; the pipeline infers the full 64 bits.
     pub seq_low: u32,
+    /// Offset of the AH header in the packet.
     pub ah_off: usize,
+    /// Length of the AH header (with IV and ICV).
     pub ah_len: usize,
     /// Offset of the byte naming AH (to restore in transport mode).
     pub nh_at: usize,
+    /// The protocol AH protects (from its next header field).
     pub next_header: u8,
+    /// Outer TOS / traffic class (for ECN decapsulation in tunnel mode).
     pub outer_tos: u8,
+    /// Whether the packet is IPv4.
     pub v4: bool,
 }
 

@@ -7,14 +7,16 @@ macro_rules! reasons {
         /// Every reason a packet can be dropped. Each is counted on its own.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[repr(u8)]
-        pub enum DropReason { $($v,)* }
+        pub enum DropReason { $(#[doc = $d] $v,)* }
 
         impl DropReason {
+            /// Every reason, in counter order.
             pub const ALL: &'static [DropReason] = &[$(DropReason::$v,)*];
             /// Short snake_case name, for tables, JSON and metrics.
             pub const fn name(self) -> &'static str {
                 match self { $(DropReason::$v => $n,)* }
             }
+            /// One sentence for operators: what the reason means.
             pub const fn describe(self) -> &'static str {
                 match self { $(DropReason::$v => $d,)* }
             }
@@ -54,31 +56,44 @@ reasons! {
     TxFull => "tx_full", "transmit ring full";
 }
 
+/// How many drop reasons there are (the length of per-reason counter arrays).
 pub const N_REASONS: usize = DropReason::ALL.len();
 
 /// Plain counters owned by one worker; summed for reports.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerCounters {
+    /// Frames received.
     pub rx_packets: u64,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Frames transmitted.
     pub tx_packets: u64,
+    /// Bytes transmitted.
     pub tx_bytes: u64,
+    /// Packets encrypted (ESP or AH applied).
     pub encrypted: u64,
+    /// Packets decrypted and verified.
     pub decrypted: u64,
+    /// Packets forwarded in the clear by a bypass rule.
     pub bypassed: u64,
+    /// Drops, indexed by [`DropReason`] as `usize`.
     pub drops: [u64; N_REASONS],
 }
 
 impl WorkerCounters {
+    /// Counts one drop for `r`.
     pub fn drop(&mut self, r: DropReason) {
         self.drops[r as usize] += 1;
     }
+    /// Drops counted for `r`.
     pub fn dropped(&self, r: DropReason) -> u64 {
         self.drops[r as usize]
     }
+    /// Drops counted for every reason together.
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().sum()
     }
+    /// Adds another worker's counters to these.
     pub fn add(&mut self, o: &WorkerCounters) {
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
@@ -96,29 +111,37 @@ impl WorkerCounters {
 /// Counters of one SA, shared by every worker (updated once per burst, not per packet).
 #[derive(Debug, Default)]
 pub struct SaCounters {
+    /// Packets processed under the SA.
     pub packets: AtomicU64,
+    /// Payload bytes processed under the SA.
     pub bytes: AtomicU64,
+    /// Drops attributed to the SA, indexed by [`DropReason`] as `usize`.
     pub drops: [AtomicU64; N_REASONS],
 }
 
 impl SaCounters {
+    /// Counts `packets` packets of `bytes` bytes in total.
     pub fn add(&self, packets: u64, bytes: u64) {
         if packets > 0 {
             self.packets.fetch_add(packets, Ordering::Relaxed);
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
     }
+    /// Counts `n` drops for `r`.
     pub fn drop(&self, r: DropReason, n: u64) {
         if n > 0 {
             self.drops[r as usize].fetch_add(n, Ordering::Relaxed);
         }
     }
+    /// Drops counted for `r`.
     pub fn dropped(&self, r: DropReason) -> u64 {
         self.drops[r as usize].load(Ordering::Relaxed)
     }
+    /// Packets processed so far.
     pub fn packets(&self) -> u64 {
         self.packets.load(Ordering::Relaxed)
     }
+    /// Payload bytes processed so far.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }

@@ -16,6 +16,7 @@ use crate::tables::Tables;
 /// An ESP packet ready for the crypto call.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenJob {
+    /// Index of the SA in the tables.
     pub sa: u32,
     /// Sequence number as on the wire; the pipeline infers the full 64 bits.
     pub seq_low: u32,
@@ -25,11 +26,13 @@ pub struct OpenJob {
     pub esp_off: usize,
     /// Offset of the text and its length without the ICV.
     pub text_off: usize,
+    /// Length of the text without the ICV.
     pub text_len: usize,
     /// IPv6: offset of the byte naming ESP/UDP (to rewrite in transport mode).
     pub nh_at: usize,
     /// Outer TOS / traffic class (for ECN decapsulation).
     pub outer_tos: u8,
+    /// Whether the outer header is IPv4.
     pub outer_v4: bool,
     /// The AH SA that was verified and removed around this ESP packet (a bundle).
     pub via_ah: Option<u32>,
@@ -37,6 +40,7 @@ pub struct OpenJob {
 
 /// Whether an inbound packet is ESP.
 pub enum Classified {
+    /// ESP (or ESP-in-UDP) for a known SA, ready for the crypto call.
     Esp(OpenJob),
     /// Not ESP: plaintext for the inbound SPD.
     Plain,

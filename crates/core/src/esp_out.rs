@@ -27,11 +27,13 @@ pub struct SealJob {
     pub esp_off: usize,
     /// Offset of the text to encrypt inside the packet, and its length without the ICV.
     pub text_off: usize,
+    /// Length of the text without the ICV.
     pub text_len: usize,
     /// Offset of a UDP header whose checksum must be filled after encryption (IPv6 outer).
     pub udp_v6_checksum_at: Option<usize>,
     /// Destination for routing: family and address of the packet as it leaves.
     pub route_v4: bool,
+    /// Destination address of the packet as it leaves, for routing.
     pub route_dst: u128,
     /// Bytes protected (the inner packet in tunnel mode, the upper layer in transport
     /// mode), for counters and byte lifetimes.

@@ -11,17 +11,24 @@ use crate::counters::DropReason;
 /// destination port. Non-first fragments carry ports 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowKey {
+    /// Whether the packet is IPv4.
     pub v4: bool,
+    /// Source address (IPv4 in the low 32 bits).
     pub src: u128,
+    /// Destination address (IPv4 in the low 32 bits).
     pub dst: u128,
+    /// Upper-layer protocol (after IPv6 extension headers).
     pub proto: u8,
+    /// Source port, or ICMP type.
     pub sport: u16,
+    /// Destination port, or ICMP code.
     pub dport: u16,
 }
 
 /// What the pipeline needs to know about an IP packet.
 #[derive(Debug, Clone, Copy)]
 pub struct IpInfo {
+    /// The selector fields.
     pub key: FlowKey,
     /// Total length from the IP header (bytes beyond it are link padding).
     pub total_len: usize,

@@ -23,6 +23,7 @@
 //! - [`tables`]: one immutable snapshot of all of the above, built from a config;
 //! - [`counters`]: drop reasons and counters.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod ah;
 pub mod counters;

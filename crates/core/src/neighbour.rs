@@ -39,11 +39,15 @@ struct Entry {
 /// One learned neighbour, for reports.
 #[derive(Debug, Clone)]
 pub struct NeighbourEntry {
+    /// Whether the address is IPv4.
     pub v4: bool,
+    /// The neighbour's address (IPv4 in the low 32 bits).
     pub addr: u128,
+    /// The port it is reached on.
     pub port: u16,
     /// `None` while resolution is pending.
     pub mac: Option<MacAddr>,
+    /// Time since the entry was last confirmed.
     pub age: Duration,
 }
 
@@ -66,6 +70,7 @@ fn make_room(m: &mut FxHashMap<(bool, u128), Entry>) {
 }
 
 #[derive(Debug, Default)]
+/// Link-layer addresses learned by ARP and neighbour discovery, shared by the workers (read per burst, written when a reply arrives). Bounded: see [`MAX_ENTRIES`].
 pub struct NeighbourCache {
     map: RwLock<FxHashMap<(bool, u128), Entry>>,
     /// Bumped whenever an address resolves, so workers know to retry held packets.
@@ -73,11 +78,13 @@ pub struct NeighbourCache {
 }
 
 impl NeighbourCache {
+    /// The MAC address of `addr`, if resolved.
     pub fn get(&self, v4: bool, addr: u128) -> Option<MacAddr> {
         let m = self.map.read().unwrap_or_else(|e| e.into_inner());
         m.get(&(v4, addr)).and_then(|e| e.mac)
     }
 
+    /// Bumped whenever an address resolves: a worker holding packets retries them when it changes.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }

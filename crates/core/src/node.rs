@@ -49,19 +49,30 @@ pub const MAX_ICMP_ERRORS_PER_SECOND: u32 = 1000;
 /// Work the gateway does as a host, counted per node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostCounters {
+    /// ARP requests answered.
     pub arp_replies: u64,
+    /// Neighbour solicitations answered.
     pub nd_replies: u64,
+    /// Echo requests (ping) answered.
     pub echo_replies: u64,
+    /// ARP requests and neighbour solicitations sent for next hops.
     pub solicitations_sent: u64,
+    /// ICMP errors sent (time exceeded, fragmentation needed, packet too big).
     pub icmp_errors_sent: u64,
+    /// Packets fragmented to fit a path MTU.
     pub fragmented: u64,
+    /// Fragments made of them.
     pub fragments_made: u64,
+    /// Datagrams reassembled from fragments.
     pub reassembled: u64,
+    /// Packets held while their next hop resolved.
     pub held: u64,
+    /// Held packets sent once it did.
     pub held_released: u64,
 }
 
 impl HostCounters {
+    /// Adds another node's counters to these.
     pub fn add(&mut self, o: &HostCounters) {
         self.arp_replies += o.arp_replies;
         self.nd_replies += o.nd_replies;
@@ -77,13 +88,14 @@ impl HostCounters {
 }
 
 /// Frames to transmit, one queue per port (index as in the configuration). The caller
-/// sends them and hands what it could not send back with [`Node::recycle`].
+/// sends them and hands what it could not send back with [`Node::recycle_unsent`].
 #[derive(Default)]
 pub struct Transmit {
     queues: Vec<Vec<Packet>>,
 }
 
 impl Transmit {
+    /// Empty queues for `ports` ports, each with room for two bursts.
     pub fn new(ports: usize, burst: usize) -> Self {
         Transmit {
             queues: (0..ports).map(|_| Vec::with_capacity(burst * 2)).collect(),
@@ -96,6 +108,7 @@ impl Transmit {
         }
         &mut self.queues[port]
     }
+    /// How many ports have a queue.
     pub fn ports(&self) -> usize {
         self.queues.len()
     }
@@ -103,6 +116,7 @@ impl Transmit {
     pub fn len(&self) -> usize {
         self.queues.iter().map(Vec::len).sum()
     }
+    /// Whether no frame is queued on any port.
     pub fn is_empty(&self) -> bool {
         self.queues.iter().all(Vec::is_empty)
     }
@@ -204,6 +218,7 @@ impl Node {
         self
     }
 
+    /// The table snapshot in use.
     pub fn tables(&self) -> &Arc<Tables> {
         self.pipeline.tables()
     }
@@ -226,10 +241,12 @@ impl Node {
         }
     }
 
+    /// The data plane's counters (received, sent, encrypted, drops by reason).
     pub fn counters(&self) -> &WorkerCounters {
         &self.pipeline.counters
     }
 
+    /// The host stage's counters (ARP, ND, ping, ICMP errors, fragments, holds).
     pub fn host_counters(&self) -> &HostCounters {
         &self.host
     }

@@ -18,6 +18,7 @@ pub enum Verdict {
     Pending,
     /// Transmit on this port.
     Forward(u16),
+    /// Dropped, for this reason.
     Drop(DropReason),
 }
 
@@ -28,6 +29,7 @@ pub struct Packet {
     end: usize,
     /// Port it arrived on.
     pub in_port: u16,
+    /// What the pipeline decided.
     pub verdict: Verdict,
     /// Capture timestamp (pcap) or generator timestamp, carried through untouched.
     pub timestamp_ns: u64,
@@ -40,6 +42,7 @@ impl Default for Packet {
 }
 
 impl Packet {
+    /// An empty packet with a fresh buffer.
     pub fn new() -> Self {
         Packet {
             buf: vec![0u8; BUF_SIZE].into_boxed_slice(),
@@ -77,21 +80,27 @@ impl Packet {
         Ok(())
     }
 
+    /// The frame.
     pub fn data(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
+    /// The frame, writable.
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.end]
     }
+    /// Length of the frame.
     pub fn len(&self) -> usize {
         self.end - self.start
     }
+    /// Whether the frame is empty.
     pub fn is_empty(&self) -> bool {
         self.end == self.start
     }
+    /// Bytes free in front of the frame (for headers to prepend).
     pub fn headroom(&self) -> usize {
         self.start
     }
+    /// Bytes free after the frame (for trailers to append).
     pub fn tailroom(&self) -> usize {
         self.buf.len() - self.end
     }
@@ -155,6 +164,7 @@ pub struct PacketPool {
 }
 
 impl PacketPool {
+    /// A pool of `n` fresh buffers.
     pub fn new(n: usize) -> Self {
         PacketPool {
             free: (0..n).map(|_| Packet::new()).collect(),
@@ -168,9 +178,11 @@ impl PacketPool {
         p.verdict = Verdict::Pending;
         p
     }
+    /// Gives a buffer back.
     pub fn put(&mut self, p: Packet) {
         self.free.push(p);
     }
+    /// Buffers in the pool now.
     pub fn available(&self) -> usize {
         self.free.len()
     }

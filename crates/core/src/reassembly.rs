@@ -15,11 +15,14 @@ use espgw_wire::ethernet::HEADER_LEN;
 
 use crate::packet::{Packet, MAX_FRAME};
 
+/// Datagrams reassembled at once, at most; a full table evicts the oldest.
 pub const MAX_DATAGRAMS: usize = 64;
+/// Datagrams one source may have in reassembly at once; more evict that source's oldest.
 pub const MAX_PER_SOURCE: usize = 16;
 /// The largest reassembled IP datagram (it must fit a packet buffer with its Ethernet
 /// header).
 pub const MAX_DATAGRAM: usize = MAX_FRAME - HEADER_LEN;
+/// A datagram not complete this long after its first fragment is dropped.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 const BLOCKS: usize = MAX_DATAGRAM.div_ceil(8);
 
@@ -55,8 +58,10 @@ pub enum Reassembled {
 }
 
 #[derive(Default)]
+/// IPv4 and IPv6 reassembly (RFC 791, RFC 8200 §4.5) of fragments addressed to the gateway, bounded in datagrams, per source and in time.
 pub struct Reassembler {
     slots: Vec<Datagram>,
+    /// Datagrams dropped because they were not complete in [`TIMEOUT`].
     pub timeouts: u64,
     /// Datagrams evicted to make room, not yet taken by [`Reassembler::take_evicted`].
     evicted: u64,
@@ -158,6 +163,7 @@ fn parse(d: &[u8], hl: usize) -> Option<Frag> {
 }
 
 impl Reassembler {
+    /// Datagrams being reassembled now.
     pub fn in_flight(&self) -> usize {
         self.slots.len()
     }

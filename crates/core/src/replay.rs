@@ -77,10 +77,12 @@ impl ReplayWindow {
         self.blocks[(bit >> 6) as usize] |= 1 << (bit & 63);
     }
 
+    /// The window's size in packets.
     pub fn size(&self) -> u64 {
         self.size
     }
 
+    /// The highest sequence number accepted so far.
     pub fn top(&self) -> u64 {
         self.top
     }

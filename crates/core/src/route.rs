@@ -56,7 +56,9 @@ impl Lpm {
 /// on that port's link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteTarget {
+    /// The port to send on.
     pub port: u16,
+    /// The next-hop router, or `None` when the destination is on the port's link.
     pub via: Option<u128>,
 }
 
@@ -81,6 +83,7 @@ impl Default for RouteTable {
 }
 
 impl RouteTable {
+    /// An empty table.
     pub fn new() -> Self {
         RouteTable {
             v4: Lpm::new(32),
@@ -89,6 +92,7 @@ impl RouteTable {
         }
     }
 
+    /// Adds a route to `addr/len` (IPv4 in the low 32 bits when `v4`).
     pub fn insert(&mut self, v4: bool, addr: u128, len: u8, target: RouteTarget) {
         if v4 {
             self.v4.insert(addr, len, target)
@@ -107,10 +111,12 @@ impl RouteTable {
         }
     }
 
+    /// Number of routes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether there are no routes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -133,6 +139,7 @@ pub struct Neighbours {
 }
 
 impl Neighbours {
+    /// Neighbours with only the offline per-port default MACs.
     pub fn new(fallback: Vec<MacAddr>) -> Self {
         Neighbours {
             by_ip: FxHashMap::default(),
@@ -142,14 +149,17 @@ impl Neighbours {
             dynamic: None,
         }
     }
+    /// A static MAC for one next-hop address.
     pub fn insert_ip(&mut self, v4: bool, addr: u128, mac: MacAddr) {
         self.by_ip.insert((v4, addr), mac);
     }
+    /// A static MAC for every next hop on `port`.
     pub fn set_port(&mut self, port: usize, mac: MacAddr) {
         if let Some(m) = self.by_port.get_mut(port) {
             *m = Some(mac);
         }
     }
+    /// Marks `port` as having no link layer (TUN): frames need no MAC.
     pub fn set_point_to_point(&mut self, port: usize) {
         if let Some(m) = self.point_to_point.get_mut(port) {
             *m = true;

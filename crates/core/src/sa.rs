@@ -26,8 +26,11 @@ pub struct SaState {
     pub persisted: AtomicBool,
     /// Inbound: the replay window. Locked once per burst of this SA, never per packet.
     pub replay: Mutex<ReplayWindow>,
+    /// Packets, bytes and drops under this SA.
     pub counters: SaCounters,
+    /// The soft lifetime is reached (time to rekey).
     pub soft_expired: AtomicBool,
+    /// The hard lifetime is reached: the SA carries no more packets.
     pub hard_expired: AtomicBool,
     /// The sequence number space is used up; the SA is retired.
     pub exhausted: AtomicBool,
@@ -54,6 +57,7 @@ impl SaState {
         }
     }
 
+    /// The last sequence number used (outbound) or the initial one (inbound).
     pub fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::Relaxed)
     }
@@ -85,12 +89,16 @@ impl SaState {
 /// lifetime reached (the SA stops), sequence numbers used up (the SA stops).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaEvent {
+    /// The soft lifetime is reached.
     SoftExpired,
+    /// The hard lifetime is reached.
     HardExpired,
+    /// The sequence number space is used up.
     SeqExhausted,
 }
 
 impl SaEvent {
+    /// Every event, in bit order.
     pub const ALL: [SaEvent; 3] = [
         SaEvent::SoftExpired,
         SaEvent::HardExpired,
@@ -140,32 +148,45 @@ impl SaState {
 /// The prepared keys of an SA, by protocol.
 #[derive(Clone)]
 pub enum SaKey {
+    /// ESP: the suite's prepared cipher and integrity keys.
     Esp(Arc<dyn EspKey>),
+    /// AH: the prepared integrity key.
     Ah(Arc<AhKey>),
 }
 
 /// One SA as the data plane uses it.
 pub struct Sa {
+    /// Security parameter index.
     pub spi: u32,
+    /// Inbound or outbound.
     pub direction: Direction,
+    /// Tunnel (with its outer addresses) or transport.
     pub mode: Mode,
+    /// ESP or AH.
     pub proto: SaProto,
     /// The transform: IV, encryption and ICV of every packet.
     pub key: SaKey,
     /// Sizes the layout needs, from the transform's suite (read per packet). For AH: the
     /// IV (GMAC) and ICV in the AH header.
     pub iv_len: usize,
+    /// ICV length in bytes.
     pub icv_len: usize,
     /// What payload and trailer are padded to.
     pub block_len: usize,
+    /// Whether extended (64-bit) sequence numbers are used (RFC 4303 §2.2.1).
     pub esn: bool,
+    /// UDP encapsulation (RFC 3948), if any.
     pub udp: Option<UdpEncap>,
+    /// TTL / hop limit of the outer header in tunnel mode.
     pub ttl: u8,
+    /// Soft and hard limits in time, bytes and packets.
     pub lifetime: Lifetime,
+    /// The operator's name for the SA, for reports.
     pub label: String,
     /// Outbound: the largest inner packet that fits the path MTU once encapsulated
     /// (`usize::MAX` where no MTU is enforced).
     pub max_inner: usize,
+    /// Sequence numbers, replay window, counters and lifetime flags, shared by the workers and kept across reloads while the key is unchanged.
     pub state: Arc<SaState>,
     /// The identity of its key material (`SaConfig::key_id`): names its persisted
     /// sequence state.

@@ -20,24 +20,43 @@ use crate::flow::FlowKey;
 /// the indices of an ESP SA and of the AH SA applied around it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpdAction {
+    /// Apply the SA at this index.
     Protect(u32),
-    Bundle { esp: u32, ah: u32 },
+    /// Apply the ESP SA, then the AH SA around it.
+    Bundle {
+        /// Index of the ESP SA.
+        esp: u32,
+        /// Index of the AH SA.
+        ah: u32,
+    },
+    /// Forward in the clear.
     Bypass,
+    /// Drop.
     Discard,
 }
 
 /// One rule, as the tables hold it.
 #[derive(Debug, Clone)]
 pub struct SpdRule {
+    /// Whether the rule is for IPv4.
     pub v4: bool,
+    /// Source prefix address (IPv4 in the low 32 bits).
     pub src: u128,
+    /// Source prefix length.
     pub src_len: u8,
+    /// Destination prefix address (IPv4 in the low 32 bits).
     pub dst: u128,
+    /// Destination prefix length.
     pub dst_len: u8,
+    /// Upper-layer protocols matched.
     pub proto: Range<u8>,
+    /// Source ports (or ICMP types) matched.
     pub sport: Range<u16>,
+    /// Destination ports (or ICMP codes) matched.
     pub dport: Range<u16>,
+    /// Higher wins among the rules that match.
     pub priority: i64,
+    /// What a packet that matches gets.
     pub action: SpdAction,
 }
 
@@ -78,6 +97,7 @@ pub struct Spd {
 }
 
 impl Spd {
+    /// Builds the lookup structures over `rules`.
     pub fn new(rules: Vec<SpdRule>) -> Self {
         let ranks: Vec<Rank> = rules
             .iter()
@@ -128,14 +148,17 @@ impl Spd {
         }
     }
 
+    /// The rules, as given.
     pub fn rules(&self) -> &[SpdRule] {
         &self.rules
     }
 
+    /// Number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
     }
 
+    /// Whether there are no rules.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

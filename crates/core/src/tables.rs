@@ -22,10 +22,13 @@ use crate::spd::{Spd, SpdAction, SpdRule};
 /// A port as the data plane knows it.
 #[derive(Debug, Clone)]
 pub struct PortInfo {
+    /// Interface name.
     pub name: String,
+    /// The port's own MAC address.
     pub mac: MacAddr,
     /// The gateway's own addresses on this port (it answers ARP, ND and ping for them).
     pub addresses: Vec<Prefix>,
+    /// Protected (plaintext side) or unprotected (ESP side).
     pub role: PortRole,
     /// IP MTU, where enforced.
     pub mtu: Option<u16>,
@@ -70,24 +73,34 @@ fn ah_header_len(sa: &SaConfig) -> usize {
     espgw_wire::ah::header_len(iv + sa.suite.integ.icv_len(), v4)
 }
 
+/// Everything the data plane reads, built from one configuration and swapped whole (a snapshot: workers pick the new one up between bursts).
 pub struct Tables {
+    /// Every SA, indexed by the SPD's actions.
     pub sas: Vec<Sa>,
+    /// Outbound SPD (plaintext arriving on protected ports).
     pub spd_out: Spd,
+    /// Inbound SPD (decrypted and plaintext arriving on unprotected ports).
     pub spd_in: Spd,
     /// Inbound ESP SAs by SPI.
     pub sa_in_by_spi: FxHashMap<u32, u32>,
     /// Inbound AH SAs by SPI.
     pub ah_in_by_spi: FxHashMap<u32, u32>,
+    /// Routes by destination.
     pub routes: RouteTable,
+    /// Next-hop MAC addresses.
     pub neighbours: Neighbours,
+    /// Ports, indexed as in the configuration.
     pub ports: Vec<PortInfo>,
     /// UDP destination ports on which ESP-in-UDP is expected (RFC 3948).
     pub udp_encap_ports: Vec<u16>,
+    /// Packets per burst.
     pub burst: usize,
+    /// Name of the crypto back-end in use, for reports.
     pub provider_name: String,
     /// Every address of the gateway's own, per family (checked for every packet the
     /// gateway receives, so kept flat).
     pub local_v4: Vec<u128>,
+    /// The gateway's own IPv6 addresses (the IPv4 ones are in `local_v4`).
     pub local_v6: Vec<u128>,
 }
 

@@ -29,12 +29,14 @@ pub struct AhHeader<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> AhHeader<T> {
+    /// A view over `buf`, if it holds at least the fixed AH header.
     pub fn new_checked(buf: T) -> Result<Self> {
         if buf.as_ref().len() < FIXED_LEN {
             return Err(WireError::Truncated);
         }
         Ok(AhHeader { buf })
     }
+    /// The protocol after AH.
     pub fn next_header(&self) -> u8 {
         self.buf.as_ref()[0]
     }
@@ -43,9 +45,11 @@ impl<T: AsRef<[u8]>> AhHeader<T> {
     pub fn header_len(&self) -> usize {
         (usize::from(self.buf.as_ref()[1]) + 2) * 4
     }
+    /// Security parameter index.
     pub fn spi(&self) -> u32 {
         be32(self.buf.as_ref(), 4)
     }
+    /// Sequence number (low 32 bits).
     pub fn seq(&self) -> u32 {
         be32(self.buf.as_ref(), 8)
     }

@@ -9,7 +9,9 @@ use crate::{Result, WireError};
 
 /// An Ethernet/IPv4 ARP packet's length.
 pub const LEN: usize = 28;
+/// ARP request (RFC 826).
 pub const OP_REQUEST: u16 = 1;
+/// ARP reply (RFC 826).
 pub const OP_REPLY: u16 = 2;
 /// Hardware type Ethernet, protocol type IPv4, their address lengths.
 const ETHERNET_IPV4: [u8; 6] = [0, 1, 8, 0, 6, 4];
@@ -21,6 +23,7 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ArpPacket<T> {
+    /// A view over `buf`, if it holds an Ethernet/IPv4 ARP packet.
     pub fn new_checked(buf: T) -> Result<Self> {
         let b = buf.as_ref();
         if b.len() < LEN {
@@ -31,33 +34,41 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         }
         Ok(ArpPacket { buf })
     }
+    /// Operation: [`OP_REQUEST`] or [`OP_REPLY`].
     pub fn op(&self) -> u16 {
         let b = self.buf.as_ref();
         u16::from_be_bytes([b[6], b[7]])
     }
+    /// Sender hardware address.
     pub fn sender_mac(&self) -> [u8; 6] {
         six(&self.buf.as_ref()[8..14])
     }
+    /// Sender protocol address.
     pub fn sender_ip(&self) -> [u8; 4] {
         four(&self.buf.as_ref()[14..18])
     }
+    /// Target hardware address.
     pub fn target_mac(&self) -> [u8; 6] {
         six(&self.buf.as_ref()[18..24])
     }
+    /// Target protocol address.
     pub fn target_ip(&self) -> [u8; 4] {
         four(&self.buf.as_ref()[24..28])
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
+    /// Sets the operation.
     pub fn set_op(&mut self, op: u16) {
         self.buf.as_mut()[6..8].copy_from_slice(&op.to_be_bytes());
     }
+    /// Sets the sender's hardware and protocol addresses.
     pub fn set_sender(&mut self, mac: [u8; 6], ip: [u8; 4]) {
         let b = self.buf.as_mut();
         b[8..14].copy_from_slice(&mac);
         b[14..18].copy_from_slice(&ip);
     }
+    /// Sets the target's hardware and protocol addresses.
     pub fn set_target(&mut self, mac: [u8; 6], ip: [u8; 4]) {
         let b = self.buf.as_mut();
         b[18..24].copy_from_slice(&mac);

@@ -18,15 +18,18 @@ pub struct EspPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EspPacket<T> {
+    /// A view over `buf`, if it holds at least the ESP header.
     pub fn new_checked(buf: T) -> Result<Self> {
         if buf.as_ref().len() < HEADER_LEN {
             return Err(WireError::Truncated);
         }
         Ok(EspPacket { buf })
     }
+    /// Security parameter index.
     pub fn spi(&self) -> u32 {
         be32(self.buf.as_ref(), 0)
     }
+    /// Sequence number (low 32 bits).
     pub fn seq(&self) -> u32 {
         be32(self.buf.as_ref(), 4)
     }
@@ -72,6 +75,7 @@ pub fn emit_trailer(out: &mut [u8], next_header: u8) -> Result<()> {
 pub struct Trailer {
     /// Length of the protected payload before the padding.
     pub payload_len: usize,
+    /// The protocol of the protected payload (59: a dummy packet).
     pub next_header: u8,
 }
 

@@ -2,15 +2,21 @@
 
 use crate::{be16, Result, WireError};
 
+/// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of ARP.
 pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// EtherType of an 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
+/// EtherType of an 802.1ad (QinQ) service tag.
 pub const ETHERTYPE_QINQ: u16 = 0x88a8;
+/// EtherType of IPv6.
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 
 /// Length of an untagged Ethernet header.
 pub const HEADER_LEN: usize = 14;
 
+/// A 48-bit MAC address.
 pub type MacAddr = [u8; 6];
 
 /// A checked view of an Ethernet frame.
@@ -40,12 +46,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(EthernetFrame { buf, header_len })
     }
 
+    /// Destination MAC address.
     pub fn dst(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buf.as_ref()[0..6]);
         m
     }
 
+    /// Source MAC address.
     pub fn src(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buf.as_ref()[6..12]);
@@ -62,19 +70,23 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         be16(self.buf.as_ref(), self.header_len - 2)
     }
 
+    /// Length of the header, VLAN tags included.
     pub fn header_len(&self) -> usize {
         self.header_len
     }
 
+    /// What follows the header.
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[self.header_len..]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC address.
     pub fn set_dst(&mut self, m: MacAddr) {
         self.buf.as_mut()[0..6].copy_from_slice(&m);
     }
+    /// Sets the source MAC address.
     pub fn set_src(&mut self, m: MacAddr) {
         self.buf.as_mut()[6..12].copy_from_slice(&m);
     }
@@ -109,6 +121,7 @@ pub fn parse_mac(s: &str) -> Option<MacAddr> {
     parts.next().is_none().then_some(m)
 }
 
+/// `aa:bb:cc:dd:ee:ff`.
 pub fn format_mac(m: &MacAddr) -> String {
     format!(
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",

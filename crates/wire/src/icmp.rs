@@ -8,15 +8,18 @@ use crate::{checksum, proto, Result, WireError};
 
 /// ICMPv4 echo request and reply (RFC 792).
 pub const ECHO_REQUEST: u8 = 8;
+/// ICMPv4 echo reply (RFC 792).
 pub const ECHO_REPLY: u8 = 0;
 /// ICMPv4 destination unreachable (RFC 792), and its code "fragmentation needed and DF
 /// set", whose message carries the next-hop MTU (RFC 1191 §4).
 pub const DEST_UNREACHABLE: u8 = 3;
+/// Code of "fragmentation needed and DF set" under [`DEST_UNREACHABLE`].
 pub const CODE_FRAGMENTATION_NEEDED: u8 = 4;
 /// ICMPv4 time exceeded (RFC 792; code 0: TTL exceeded in transit).
 pub const TIME_EXCEEDED: u8 = 11;
 /// ICMPv6 packet too big and time exceeded (RFC 4443 §3.2, §3.3).
 pub const V6_PACKET_TOO_BIG: u8 = 2;
+/// ICMPv6 time exceeded (RFC 4443 §3.3).
 pub const V6_TIME_EXCEEDED: u8 = 3;
 
 /// Writes an ICMP or ICMPv6 error message into `out`: type, code, the four bytes after
@@ -47,29 +50,35 @@ pub fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, body: &[u8]) -> u16 {
 }
 
 #[derive(Debug, Clone, Copy)]
+/// The first four bytes of an ICMP or ICMPv6 message: type, code, checksum.
 pub struct IcmpHeader<T: AsRef<[u8]>> {
     buf: T,
 }
 
 impl<T: AsRef<[u8]>> IcmpHeader<T> {
+    /// A view over `buf`, if it holds at least the four-byte header.
     pub fn new_checked(buf: T) -> Result<Self> {
         if buf.as_ref().len() < 4 {
             return Err(WireError::Truncated);
         }
         Ok(IcmpHeader { buf })
     }
+    /// Message type.
     pub fn msg_type(&self) -> u8 {
         self.buf.as_ref()[0]
     }
+    /// Message code.
     pub fn code(&self) -> u8 {
         self.buf.as_ref()[1]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpHeader<T> {
+    /// Sets the message type.
     pub fn set_msg_type(&mut self, t: u8) {
         self.buf.as_mut()[0] = t;
     }
+    /// Sets the message code.
     pub fn set_code(&mut self, c: u8) {
         self.buf.as_mut()[1] = c;
     }

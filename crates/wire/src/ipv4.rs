@@ -4,6 +4,7 @@ use std::net::Ipv4Addr;
 
 use crate::{be16, checksum, put16, Result, WireError};
 
+/// The header without options.
 pub const MIN_HEADER_LEN: usize = 20;
 
 mod field {
@@ -27,6 +28,7 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    /// A view over `buf`, if it holds a version-4 header whose length fields fit the buffer.
     pub fn new_checked(buf: T) -> Result<Self> {
         let b = buf.as_ref();
         if b.len() < MIN_HEADER_LEN {
@@ -50,27 +52,35 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buf.as_ref()
     }
 
+    /// Header length in bytes, options included.
     pub fn header_len(&self) -> usize {
         usize::from(self.b()[0] & 0x0f) * 4
     }
+    /// Type of service byte (DSCP and ECN).
     pub fn tos(&self) -> u8 {
         self.b()[field::TOS]
     }
+    /// Differentiated services code point (RFC 2474).
     pub fn dscp(&self) -> u8 {
         self.tos() >> 2
     }
+    /// ECN bits (RFC 3168).
     pub fn ecn(&self) -> u8 {
         self.tos() & 3
     }
+    /// Total length from the header.
     pub fn total_len(&self) -> usize {
         usize::from(be16(self.b(), field::TOTAL_LEN))
     }
+    /// Identification.
     pub fn ident(&self) -> u16 {
         be16(self.b(), field::IDENT)
     }
+    /// The "don't fragment" flag.
     pub fn dont_fragment(&self) -> bool {
         self.b()[field::FLAGS_FRAG] & 0x40 != 0
     }
+    /// The "more fragments" flag.
     pub fn more_fragments(&self) -> bool {
         self.b()[field::FLAGS_FRAG] & 0x20 != 0
     }
@@ -78,27 +88,34 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn frag_offset(&self) -> usize {
         usize::from(be16(self.b(), field::FLAGS_FRAG) & 0x1fff) * 8
     }
+    /// Whether the packet is a fragment (more fragments set or a non-zero offset).
     pub fn is_fragment(&self) -> bool {
         self.more_fragments() || self.frag_offset() != 0
     }
+    /// Time to live.
     pub fn ttl(&self) -> u8 {
         self.b()[field::TTL]
     }
+    /// Upper-layer protocol.
     pub fn protocol(&self) -> u8 {
         self.b()[field::PROTO]
     }
+    /// The header checksum as on the wire.
     pub fn checksum_field(&self) -> u16 {
         be16(self.b(), field::CHECKSUM)
     }
+    /// Source address.
     pub fn src(&self) -> Ipv4Addr {
         let b = self.b();
         Ipv4Addr::new(b[12], b[13], b[14], b[15])
     }
+    /// Destination address.
     pub fn dst(&self) -> Ipv4Addr {
         let b = self.b();
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
     }
     #[inline]
+    /// Whether the header checksum is correct.
     pub fn verify_checksum(&self) -> bool {
         let h = &self.b()[..self.header_len()];
         // The common 20-byte header as five 32-bit words: a third of the generic loop's
@@ -119,6 +136,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn packet(&self) -> &[u8] {
         &self.b()[..self.total_len()]
     }
+    /// What follows the header, up to the total length.
     pub fn payload(&self) -> &[u8] {
         &self.b()[self.header_len()..self.total_len()]
     }
@@ -128,15 +146,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buf.as_mut()
     }
+    /// Sets the total length (the checksum is not updated).
     pub fn set_total_len(&mut self, len: u16) {
         put16(self.bm(), field::TOTAL_LEN, len)
     }
+    /// Sets the protocol (the checksum is not updated).
     pub fn set_protocol(&mut self, p: u8) {
         self.bm()[field::PROTO] = p;
     }
+    /// Sets the type of service byte (the checksum is not updated).
     pub fn set_tos(&mut self, tos: u8) {
         self.bm()[field::TOS] = tos;
     }
+    /// Sets the TTL (the checksum is not updated).
     pub fn set_ttl(&mut self, ttl: u8) {
         self.bm()[field::TTL] = ttl;
     }
@@ -175,12 +197,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 /// Fields of a 20-byte IPv4 header (no options) to emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4Repr {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
+    /// Upper-layer protocol.
     pub protocol: u8,
+    /// Type of service byte.
     pub tos: u8,
+    /// Time to live.
     pub ttl: u8,
+    /// Identification.
     pub ident: u16,
+    /// The "don't fragment" flag.
     pub dont_fragment: bool,
     /// Payload length (total length minus 20).
     pub payload_len: usize,

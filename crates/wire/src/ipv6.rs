@@ -4,6 +4,7 @@ use std::net::Ipv6Addr;
 
 use crate::{be16, checksum, proto, put16, Result, WireError};
 
+/// The fixed header.
 pub const HEADER_LEN: usize = 40;
 
 /// Extension headers walked before giving up (a bound against crafted chains).
@@ -17,6 +18,7 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// A view over `buf`, if it holds a version-6 header whose payload length fits the buffer.
     pub fn new_checked(buf: T) -> Result<Self> {
         let b = buf.as_ref();
         if b.len() < HEADER_LEN {
@@ -34,36 +36,45 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     fn b(&self) -> &[u8] {
         self.buf.as_ref()
     }
+    /// Traffic class (DSCP and ECN).
     pub fn traffic_class(&self) -> u8 {
         let b = self.b();
         (b[0] << 4) | (b[1] >> 4)
     }
+    /// Flow label.
     pub fn flow_label(&self) -> u32 {
         let b = self.b();
         (u32::from(b[1] & 0x0f) << 16) | (u32::from(b[2]) << 8) | u32::from(b[3])
     }
+    /// Payload length from the header.
     pub fn payload_len(&self) -> usize {
         usize::from(be16(self.b(), 4))
     }
+    /// Fixed header plus payload length.
     pub fn total_len(&self) -> usize {
         HEADER_LEN + self.payload_len()
     }
+    /// The first next header.
     pub fn next_header(&self) -> u8 {
         self.b()[6]
     }
+    /// Hop limit.
     pub fn hop_limit(&self) -> u8 {
         self.b()[7]
     }
+    /// Source address.
     pub fn src(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[8..24]);
         Ipv6Addr::from(a)
     }
+    /// Destination address.
     pub fn dst(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[24..40]);
         Ipv6Addr::from(a)
     }
+    /// The packet up to its payload length (link padding cut off).
     pub fn packet(&self) -> &[u8] {
         &self.b()[..self.total_len()]
     }
@@ -76,17 +87,21 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Sets the payload length.
     pub fn set_payload_len(&mut self, len: u16) {
         put16(self.buf.as_mut(), 4, len)
     }
+    /// Sets the traffic class.
     pub fn set_traffic_class(&mut self, tc: u8) {
         let b = self.buf.as_mut();
         b[0] = 0x60 | (tc >> 4);
         b[1] = (b[1] & 0x0f) | (tc << 4);
     }
+    /// Sets the first next header.
     pub fn set_next_header(&mut self, nh: u8) {
         self.buf.as_mut()[6] = nh;
     }
+    /// Sets the hop limit.
     pub fn set_hop_limit(&mut self, hops: u8) {
         self.buf.as_mut()[7] = hops;
     }
@@ -112,6 +127,7 @@ pub struct UpperLayer {
     /// End of the headers that must stay in front of ESP in transport mode (hop-by-hop,
     /// routing, fragment: RFC 4303 §3.1.1) and the offset of their last next-header byte.
     pub per_hop_end: usize,
+    /// Offset of the next-header byte that ends the per-hop headers (where ESP is named in transport mode).
     pub per_hop_next_header_at: usize,
     /// True if a fragment header with a non-zero offset was seen (no upper-layer ports).
     pub later_fragment: bool,
@@ -192,16 +208,24 @@ pub fn walk_extensions(pkt: &[u8], first: u8) -> Result<UpperLayer> {
 /// Fields of a fixed IPv6 header to emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv6Repr {
+    /// Source address.
     pub src: Ipv6Addr,
+    /// Destination address.
     pub dst: Ipv6Addr,
+    /// The first next header.
     pub next_header: u8,
+    /// Traffic class.
     pub traffic_class: u8,
+    /// Flow label (20 bits).
     pub flow_label: u32,
+    /// Hop limit.
     pub hop_limit: u8,
+    /// Payload length.
     pub payload_len: usize,
 }
 
 impl Ipv6Repr {
+    /// Writes the fixed header into the first 40 bytes of `out`.
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
         let len = u16::try_from(self.payload_len).map_err(|_| WireError::Malformed)?;
         let h = out.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;

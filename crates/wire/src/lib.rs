@@ -4,6 +4,7 @@
 //! every accessor is in bounds by construction. Nothing here panics on any byte sequence
 //! (a property test feeds them random bytes).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod ah;
 pub mod arp;
@@ -39,22 +40,36 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
+/// A result whose error is a [`WireError`].
 pub type Result<T> = std::result::Result<T, WireError>;
 
 /// IP protocol numbers used here.
 pub mod proto {
+    /// IPv6 hop-by-hop options.
     pub const HOPOPT: u8 = 0;
+    /// ICMPv4.
     pub const ICMP: u8 = 1;
+    /// IPv4 in IP (tunnel mode, IPv4 inner).
     pub const IPIP: u8 = 4;
+    /// TCP.
     pub const TCP: u8 = 6;
+    /// UDP.
     pub const UDP: u8 = 17;
+    /// IPv6 in IP (tunnel mode, IPv6 inner).
     pub const IPV6: u8 = 41;
+    /// IPv6 routing header.
     pub const ROUTING: u8 = 43;
+    /// IPv6 fragment header.
     pub const FRAGMENT: u8 = 44;
+    /// ESP (RFC 4303).
     pub const ESP: u8 = 50;
+    /// AH (RFC 4302).
     pub const AH: u8 = 51;
+    /// ICMPv6.
     pub const ICMPV6: u8 = 58;
+    /// No next header (an ESP dummy packet).
     pub const NO_NEXT: u8 = 59;
+    /// IPv6 destination options.
     pub const DSTOPTS: u8 = 60;
 }
 

@@ -52,6 +52,7 @@ impl<T: AsRef<[u8]>> NdMessage<T> {
         Ok(NdMessage { buf })
     }
 
+    /// ICMPv6 type: neighbour solicitation or advertisement.
     pub fn msg_type(&self) -> u8 {
         self.buf.as_ref()[0]
     }
@@ -61,6 +62,7 @@ impl<T: AsRef<[u8]>> NdMessage<T> {
         self.buf.as_ref()[4]
     }
 
+    /// The target address.
     pub fn target(&self) -> [u8; 16] {
         let mut t = [0u8; 16];
         t.copy_from_slice(&self.buf.as_ref()[8..FIXED_LEN]);

@@ -6,20 +6,24 @@ use crate::{be16, Result, WireError};
 pub const PORTS_LEN: usize = 4;
 
 #[derive(Debug, Clone, Copy)]
+/// The ports at the start of a TCP header (all that selectors need).
 pub struct TcpPorts<T: AsRef<[u8]>> {
     buf: T,
 }
 
 impl<T: AsRef<[u8]>> TcpPorts<T> {
+    /// A view over `buf`, if it holds at least the two ports.
     pub fn new_checked(buf: T) -> Result<Self> {
         if buf.as_ref().len() < PORTS_LEN {
             return Err(WireError::Truncated);
         }
         Ok(TcpPorts { buf })
     }
+    /// Source port.
     pub fn src_port(&self) -> u16 {
         be16(self.buf.as_ref(), 0)
     }
+    /// Destination port.
     pub fn dst_port(&self) -> u16 {
         be16(self.buf.as_ref(), 2)
     }

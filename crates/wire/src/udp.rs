@@ -2,11 +2,13 @@
 
 use crate::{be16, checksum, Result, WireError};
 
+/// The UDP header.
 pub const HEADER_LEN: usize = 8;
 /// The IKE/ESP NAT-traversal port.
 pub const NAT_T_PORT: u16 = 4500;
 
 #[derive(Debug, Clone, Copy)]
+/// A view of a UDP header and what follows it.
 pub struct UdpPacket<T: AsRef<[u8]>> {
     buf: T,
 }
@@ -27,21 +29,27 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         }
         Ok(UdpPacket { buf })
     }
+    /// Source port.
     pub fn src_port(&self) -> u16 {
         be16(self.buf.as_ref(), 0)
     }
+    /// Destination port.
     pub fn dst_port(&self) -> u16 {
         be16(self.buf.as_ref(), 2)
     }
+    /// Length from the header.
     pub fn len(&self) -> usize {
         usize::from(be16(self.buf.as_ref(), 4))
     }
+    /// Whether the length field says the datagram is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == HEADER_LEN
     }
+    /// The checksum as on the wire.
     pub fn checksum_field(&self) -> u16 {
         be16(self.buf.as_ref(), 6)
     }
+    /// The payload, up to the length from the header.
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[HEADER_LEN..self.len()]
     }

@@ -47,6 +47,7 @@ pub fn icmpv6_checksum(src: &[u8; 16], dst: &[u8; 16], body: &[u8]) -> u16 {
 /// The ICMP errors the gateway sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IcmpError {
+    /// IPv4 "TTL exceeded in transit" / IPv6 "hop limit exceeded in transit".
     TimeExceeded,
     /// IPv4 "fragmentation needed and DF set" / IPv6 "packet too big", with the MTU the
     /// sender must use.

@@ -8,8 +8,8 @@
 //! buffer. Every read is bounds-checked: a short or odd frame is dropped, never a panic.
 //!
 //! This file: the triage itself, with the IPv4 fast path every data packet takes, and the
-//! IPv4 half (TTL); [`arp`] answers and learns ARP; [`nd`] is the IPv6 half (neighbour
-//! discovery, hop limit); [`icmp`] builds echo replies and ICMP errors.
+//! IPv4 half (TTL); `arp` answers and learns ARP; `nd` is the IPv6 half (neighbour
+//! discovery, hop limit); `icmp` builds echo replies and ICMP errors.
 
 use std::net::IpAddr;
 
@@ -51,6 +51,7 @@ pub enum Triage {
     Reply,
     /// Handled (an ARP reply learned from, a router advertisement ignored).
     Consumed,
+    /// Dropped, and counted for this reason.
     Drop(DropReason),
     /// A fragment addressed to the gateway (fragmented ESP): reassemble it first. Holds
     /// the Ethernet header length.

@@ -67,6 +67,7 @@ enum Slot {
 /// One worker's pipeline over a table snapshot.
 pub struct Pipeline {
     tables: Arc<Tables>,
+    /// What this worker counted (received, sent, encrypted, drops by reason).
     pub counters: WorkerCounters,
     slots: Vec<Slot>,
     oks: Vec<bool>,
@@ -92,8 +93,11 @@ pub struct Pipeline {
 /// The node's host stage, run by the pipeline's first pass over a burst received on
 /// `port` (see [`crate::node::Node::receive`]).
 pub struct HostStage<'a> {
+    /// The port the burst arrived on.
     pub port: u16,
+    /// Learned link-layer addresses (ARP and ND replies are recorded here).
     pub neighbours: &'a NeighbourCache,
+    /// Whether forwarded packets' TTL / hop limit is decremented.
     pub hop_limit: HopLimit,
     /// Frames the host stage keeps: (index in the burst, what to do with it).
     pub claims: &'a mut Vec<(usize, Triage)>,
@@ -110,6 +114,7 @@ struct SeqBlock {
 }
 
 impl Pipeline {
+    /// A pipeline over `tables`, with empty scratch space.
     pub fn new(tables: Arc<Tables>) -> Self {
         Pipeline {
             tables,
@@ -126,6 +131,7 @@ impl Pipeline {
         }
     }
 
+    /// The table snapshot in use.
     pub fn tables(&self) -> &Arc<Tables> {
         &self.tables
     }

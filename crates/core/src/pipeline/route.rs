@@ -59,7 +59,7 @@ impl Pipeline {
 
     /// Routes a packet the gateway itself originates (ICMP errors): `p` holds an IP
     /// packet. Sets its verdict like [`Pipeline::process`] does; an unresolved next hop
-    /// is reported in [`Pipeline::unresolved`] with index `usize::MAX`.
+    /// is reported in [`Pipeline::take_unresolved`] with index `usize::MAX`.
     pub fn route_local(&mut self, p: &mut Packet) {
         let t = self.tables.clone();
         self.route_cache = None;
@@ -82,8 +82,11 @@ pub(super) enum Hop {
 pub struct Unresolved {
     /// Index in the burst (`usize::MAX` for [`Pipeline::route_local`]).
     pub index: usize,
+    /// The port the packet leaves on.
     pub port: u16,
+    /// Whether the next hop is IPv4.
     pub v4: bool,
+    /// The next hop to resolve (the destination itself on a link route).
     pub next_hop: u128,
 }
 
@@ -91,6 +94,7 @@ pub struct Unresolved {
 /// caller to answer with ICMP or to fragment.
 #[derive(Debug, Clone, Copy)]
 pub struct TooBig {
+    /// Index in the burst.
     pub index: usize,
     /// The largest inner packet that fits.
     pub max_inner: usize,

@@ -81,7 +81,7 @@ pub fn integrity_by_name(name: &str) -> Option<Integrity> {
 
 /// `enc` with an ICV of `icv_len` bytes: GCM and CCM allow 8, 12 and 16 (RFC 4106, 4309);
 /// the other algorithms have a fixed 16-byte ICV.
-pub fn with_icv(enc: Encryption, icv_len: usize) -> Result<Encryption, String> {
+pub(crate) fn with_icv(enc: Encryption, icv_len: usize) -> Result<Encryption, String> {
     match enc {
         Encryption::AesGcm { key_len, .. } => Ok(Encryption::AesGcm { key_len, icv_len }),
         Encryption::AesCcm { key_len, .. } => Ok(Encryption::AesCcm { key_len, icv_len }),
@@ -96,7 +96,7 @@ pub const CIPHER_NAMES: &str =
 pub const INTEGRITY_NAMES: &str = "null, hmac-sha1-96, hmac-sha256-128, hmac-sha384-192, hmac-sha512-256, aes-xcbc-mac-96, hmac-md5-96 (or DPDK's sha1-hmac, sha256-hmac, sha384-hmac, sha512-hmac, aes-xcbc-mac, md5-hmac)";
 
 /// Checks the length of encryption keying material; the message says what is expected.
-pub fn check_enc_key(enc: Encryption, got: usize) -> Result<(), String> {
+pub(crate) fn check_enc_key(enc: Encryption, got: usize) -> Result<(), String> {
     let want = enc.key_material_len();
     if got == want {
         return Ok(());
@@ -119,7 +119,7 @@ pub fn check_enc_key(enc: Encryption, got: usize) -> Result<(), String> {
 }
 
 /// Checks the length of an integrity key (RFC 2404, 4868, 3566, 2403 key sizes).
-pub fn check_auth_key(integ: Integrity, got: usize) -> Result<(), String> {
+pub(crate) fn check_auth_key(integ: Integrity, got: usize) -> Result<(), String> {
     let want = integ.key_len();
     if got == want {
         Ok(())

@@ -30,18 +30,32 @@ pub enum Format {
 }
 
 impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownFormat> {
         match s {
             "native" | "toml" => Ok(Format::Native),
             "secgw" | "dpdk" | "ipsec-secgw" => Ok(Format::Secgw),
             "setkey" => Ok(Format::Setkey),
-            other => Err(format!(
-                "unknown config format '{other}' (native, secgw, setkey)"
-            )),
+            other => Err(UnknownFormat(other.to_string())),
         }
     }
 }
+
+/// A configuration format name that is none of `native`, `secgw`, `setkey`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFormat(pub String);
+
+impl std::fmt::Display for UnknownFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown config format '{}' (native, secgw, setkey)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownFormat {}
 
 /// Guesses the format from the first meaningful line.
 pub fn detect(text: &str) -> Format {

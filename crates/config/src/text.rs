@@ -94,7 +94,7 @@ fn hex_digit(b: u8) -> Option<u8> {
 }
 
 /// `ADDR` or `ADDR/LEN`.
-pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
+pub(crate) fn parse_prefix(s: &str) -> Result<Prefix, String> {
     let (a, l) = match s.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
@@ -114,13 +114,13 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
     Ok(Prefix { addr, len })
 }
 
-pub fn parse_addr(s: &str) -> Result<IpAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> Result<IpAddr, String> {
     s.parse()
         .map_err(|_| format!("{} is not an IP address", shown(s)))
 }
 
 /// A number in decimal or `0x` hex.
-pub fn parse_u64(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_u64(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse::<u64>(),
@@ -128,7 +128,7 @@ pub fn parse_u64(s: &str) -> Result<u64, String> {
     r.map_err(|_| format!("{} is not a number", shown(s)))
 }
 
-pub fn parse_u32(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_u32(s: &str) -> Result<u32, String> {
     let v = parse_u64(s)?;
     u32::try_from(v).map_err(|_| format!("{s} does not fit in 32 bits"))
 }

@@ -53,7 +53,7 @@ pub fn esp_key(
     auth_key: &[u8],
     esn: bool,
 ) -> Result<Arc<dyn EspKey>, CryptoError> {
-    suite.check().map_err(CryptoError::Backend)?;
+    suite.check().map_err(CryptoError::Suite)?;
     let material = |want: usize, got: &[u8]| {
         if got.len() == want {
             Ok(())

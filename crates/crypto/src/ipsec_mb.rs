@@ -31,11 +31,11 @@ pub enum MbApi {
 
 #[cfg(not(espgw_ipsec_mb))]
 impl IpsecMbProvider {
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, crate::Unavailable> {
         Self::with_api(MbApi::Direct)
     }
-    pub fn with_api(_: MbApi) -> Result<Self, String> {
-        Err("espgw was built without intel-ipsec-mb (install libipsec-mb-dev and rebuild)".into())
+    pub fn with_api(_: MbApi) -> Result<Self, crate::Unavailable> {
+        Err(crate::Unavailable::NotBuilt)
     }
 }
 
@@ -159,11 +159,11 @@ mod imp {
 
     impl IpsecMbProvider {
         /// The direct API.
-        pub fn new() -> Result<Self, String> {
+        pub fn new() -> Result<Self, crate::Unavailable> {
             Self::with_api(MbApi::Direct)
         }
 
-        pub fn with_api(api: MbApi) -> Result<Self, String> {
+        pub fn with_api(api: MbApi) -> Result<Self, crate::Unavailable> {
             with_mgr(|m| {
                 // SAFETY: m is a live manager; the shim returns a static C string.
                 let s = unsafe { CStr::from_ptr(espgw_mb_arch(m)) };
@@ -172,7 +172,7 @@ mod imp {
                     api,
                 }
             })
-            .ok_or_else(|| "intel-ipsec-mb could not initialise a manager on this CPU".into())
+            .ok_or(crate::Unavailable::NoManager)
         }
     }
 

@@ -25,7 +25,7 @@ pub mod suite;
 
 pub use ah::AhKey;
 pub use esp::{esp_key, EspKey, EspOp};
-pub use suite::{Encryption, Integrity, Suite};
+pub use suite::{Encryption, Integrity, Suite, SuiteError};
 
 use std::fmt;
 use std::sync::Arc;
@@ -75,8 +75,13 @@ impl fmt::Display for AeadAlgorithm {
 /// Why a key could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CryptoError {
-    BadKeyLength { expected: usize, got: usize },
+    BadKeyLength {
+        expected: usize,
+        got: usize,
+    },
     BadIcvLength(usize),
+    /// The combination of algorithms is not one espgw runs.
+    Suite(SuiteError),
     Backend(String),
 }
 
@@ -87,6 +92,7 @@ impl fmt::Display for CryptoError {
                 write!(f, "key is {got} bytes, the algorithm needs {expected}")
             }
             CryptoError::BadIcvLength(n) => write!(f, "ICV length {n} not allowed (8, 12 or 16)"),
+            CryptoError::Suite(e) => e.fmt(f),
             CryptoError::Backend(s) => write!(f, "crypto back-end: {s}"),
         }
     }
@@ -182,22 +188,64 @@ pub enum ProviderChoice {
 }
 
 impl std::str::FromStr for ProviderChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownProvider;
+    fn from_str(s: &str) -> Result<Self, UnknownProvider> {
         match s {
             "auto" => Ok(ProviderChoice::Auto),
             "ipsec-mb" | "ipsec_mb" => Ok(ProviderChoice::IpsecMb),
             "ipsec-mb-job" => Ok(ProviderChoice::IpsecMbJob),
             "aws-lc" | "aws_lc" => Ok(ProviderChoice::AwsLc),
-            other => Err(format!(
-                "unknown crypto provider '{other}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)"
-            )),
+            other => Err(UnknownProvider(other.to_string())),
         }
     }
 }
 
+/// A crypto provider name that is none of `auto`, `ipsec-mb`, `ipsec-mb-job`, `aws-lc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownProvider(pub String);
+
+impl fmt::Display for UnknownProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown crypto provider '{}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownProvider {}
+
+/// Why a requested crypto provider cannot be used here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// espgw was built without intel-ipsec-mb.
+    NotBuilt,
+    /// intel-ipsec-mb is built in but found no code path for this CPU.
+    NoManager,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::NotBuilt => write!(
+                f,
+                "espgw was built without intel-ipsec-mb (install libipsec-mb-dev and rebuild)"
+            ),
+            Unavailable::NoManager => {
+                write!(
+                    f,
+                    "intel-ipsec-mb could not initialise a manager on this CPU"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
 /// Returns the requested provider, or an error naming why it is not available.
-pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
+pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, Unavailable> {
     match choice {
         ProviderChoice::AwsLc => Ok(Arc::new(aws_lc::AwsLcProvider)),
         ProviderChoice::IpsecMb => {

@@ -145,7 +145,7 @@ impl Encryption {
         }
     }
 
-    fn check(self) -> Result<(), String> {
+    fn check(self) -> Result<(), SuiteError> {
         let ok = match self {
             Encryption::AesCbc { key_len } | Encryption::AesCtr { key_len } => aes_ok(key_len),
             Encryption::AesGmac { key_len } => aes_ok(key_len),
@@ -157,7 +157,7 @@ impl Encryption {
         if ok {
             Ok(())
         } else {
-            Err(format!("{self:?} is not a valid key/ICV size"))
+            Err(SuiteError::BadSize(self))
         }
     }
 }
@@ -217,25 +217,23 @@ impl Suite {
     /// separate integrity; other encryption needs one (RFC 8221 §4: encryption without
     /// integrity MUST NOT be used). NULL/NULL passes here; configuration refuses it
     /// unless asked for explicitly.
-    pub fn check(self) -> Result<(), String> {
+    pub fn check(self) -> Result<(), SuiteError> {
         self.enc.check()?;
         if let Integrity::AesGmac { key_len } = self.integ {
             if !aes_ok(key_len) {
-                return Err("AES-GMAC key must be 16, 24 or 32 bytes".into());
+                return Err(SuiteError::GmacKeySize);
             }
-            return Err("AES-GMAC integrity is for AH; ESP names it as the cipher".into());
+            return Err(SuiteError::GmacInEsp);
         }
         match (self.enc.is_combined(), self.integ) {
             (true, Integrity::None) => Ok(()),
-            (true, i) => Err(format!(
-                "{} authenticates on its own and takes no integrity algorithm (got {})",
-                self.enc.name(),
-                i.name()
-            )),
-            (false, Integrity::None) if self.enc != Encryption::Null => Err(format!(
-                "{} needs an integrity algorithm (encryption without integrity is not allowed, RFC 8221)",
-                self.enc.name()
-            )),
+            (true, integ) => Err(SuiteError::IntegrityNotTaken {
+                enc: self.enc,
+                integ,
+            }),
+            (false, Integrity::None) if self.enc != Encryption::Null => {
+                Err(SuiteError::IntegrityMissing(self.enc))
+            }
             _ => Ok(()),
         }
     }
@@ -356,6 +354,51 @@ pub fn all_esp_suites() -> Vec<Suite> {
     v
 }
 
+/// Why a combination of algorithms is not one espgw runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuiteError {
+    /// A key or ICV size the algorithm does not define.
+    BadSize(Encryption),
+    /// AES-GMAC with a key that is not 16, 24 or 32 bytes.
+    GmacKeySize,
+    /// AES-GMAC named as ESP's integrity algorithm (ESP names it as the cipher).
+    GmacInEsp,
+    /// A combined-mode cipher given a separate integrity algorithm.
+    IntegrityNotTaken {
+        /// The combined-mode cipher.
+        enc: Encryption,
+        /// The integrity algorithm it was given.
+        integ: Integrity,
+    },
+    /// A cipher that does not authenticate, without an integrity algorithm (RFC 8221).
+    IntegrityMissing(Encryption),
+}
+
+impl std::fmt::Display for SuiteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SuiteError::BadSize(enc) => write!(f, "{enc:?} is not a valid key/ICV size"),
+            SuiteError::GmacKeySize => write!(f, "AES-GMAC key must be 16, 24 or 32 bytes"),
+            SuiteError::GmacInEsp => {
+                write!(f, "AES-GMAC integrity is for AH; ESP names it as the cipher")
+            }
+            SuiteError::IntegrityNotTaken { enc, integ } => write!(
+                f,
+                "{} authenticates on its own and takes no integrity algorithm (got {})",
+                enc.name(),
+                integ.name()
+            ),
+            SuiteError::IntegrityMissing(enc) => write!(
+                f,
+                "{} needs an integrity algorithm (encryption without integrity is not allowed, RFC 8221)",
+                enc.name()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SuiteError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,26 +412,46 @@ mod tests {
                 assert!(matches!(s.icv_len(), 8 | 12 | 16), "{s}");
             }
         }
-        assert!(Suite {
-            enc: Encryption::AesCbc { key_len: 16 },
-            integ: Integrity::None
-        }
-        .check()
-        .is_err());
-        assert!(Suite {
-            enc: Encryption::AesGcm {
-                key_len: 16,
-                icv_len: 16
-            },
-            integ: Integrity::HmacSha1_96
-        }
-        .check()
-        .is_err());
-        assert!(Suite {
-            enc: Encryption::AesCbc { key_len: 20 },
-            integ: Integrity::HmacSha1_96
-        }
-        .check()
-        .is_err());
+        let cbc = Encryption::AesCbc { key_len: 16 };
+        assert_eq!(
+            Suite {
+                enc: cbc,
+                integ: Integrity::None
+            }
+            .check(),
+            Err(SuiteError::IntegrityMissing(cbc))
+        );
+        let gcm = Encryption::AesGcm {
+            key_len: 16,
+            icv_len: 16,
+        };
+        assert_eq!(
+            Suite {
+                enc: gcm,
+                integ: Integrity::HmacSha1_96
+            }
+            .check(),
+            Err(SuiteError::IntegrityNotTaken {
+                enc: gcm,
+                integ: Integrity::HmacSha1_96
+            })
+        );
+        let odd = Encryption::AesCbc { key_len: 20 };
+        assert_eq!(
+            Suite {
+                enc: odd,
+                integ: Integrity::HmacSha1_96
+            }
+            .check(),
+            Err(SuiteError::BadSize(odd))
+        );
+        assert_eq!(
+            Suite {
+                enc: gcm,
+                integ: Integrity::AesGmac { key_len: 16 }
+            }
+            .check(),
+            Err(SuiteError::GmacInEsp)
+        );
     }
 }

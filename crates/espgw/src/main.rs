@@ -6,6 +6,7 @@ use espgw::{
 };
 
 use espgw_control::ControlRequest;
+use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -177,35 +178,34 @@ struct RunArgs {
     seccomp: live::confine::SeccompArg,
 }
 
-fn load_config(path: &Option<PathBuf>, format: Option<FormatArg>) -> Result<Config, String> {
+fn load_config(
+    path: &Option<PathBuf>,
+    format: Option<FormatArg>,
+) -> Result<Config, Box<dyn Error>> {
     let cfg = match path {
-        Some(p) => espgw_config::load_with(p, format.map(Into::into), crypto_policy())
-            .map_err(|e| e.to_string())?,
+        Some(p) => espgw_config::load_with(p, format.map(Into::into), crypto_policy())?,
         None => espgw_config::parse_with(
             espgw_config::DEFAULT_CONFIG,
             "<built-in default>",
             Some(Format::Native),
             crypto_policy(),
-        )
-        .map_err(|e| e.to_string())?,
+        )?,
     };
     warn_about(&cfg);
     Ok(cfg)
 }
 
-fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, String> {
+fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, Box<dyn Error>> {
     let p = espgw_crypto::provider(choice)?;
     eprintln!("espgw: crypto provider {}", p.name());
     Ok(p)
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
     match cli.cmd {
         Cmd::Pcap(a) => pcap(a, cli.crypto),
         Cmd::Check { config, format } => check(&config, format, cli.crypto),
-        Cmd::Manpage => {
-            manual_page(&mut std::io::stdout().lock()).map_err(|e| format!("manpage: {e}"))
-        }
+        Cmd::Manpage => Ok(manual_page(&mut std::io::stdout().lock())?),
         Cmd::DefaultConfig { peer } => {
             print!(
                 "{}",
@@ -242,8 +242,8 @@ fn run(cli: Cli) -> Result<(), String> {
                     seccomp: a.seccomp,
                 },
                 p,
-            )
-            .map_err(|e| e.to_string())
+            )?;
+            Ok(())
         }
         Cmd::Show {
             what,
@@ -272,13 +272,13 @@ fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// `espgw pcap`: a capture through the offline gateway, its counters printed.
-fn pcap(a: PcapArgs, crypto: ProviderChoice) -> Result<(), String> {
+fn pcap(a: PcapArgs, crypto: ProviderChoice) -> Result<(), Box<dyn Error>> {
     let cfg = load_config(&a.config, a.format)?;
     let store = seq_store::open_for(&cfg, &a.state)?;
     let p = provider(crypto)?;
-    let tables = Arc::new(Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?);
+    let tables = Arc::new(Tables::build(&cfg, p.as_ref(), None)?);
     if let Some(s) = &store {
-        s.attach(&tables).map_err(|e| e.to_string())?;
+        s.attach(&tables)?;
     }
     let dir = match a.direction {
         Dir::Outbound => Direction::Out,
@@ -286,8 +286,7 @@ fn pcap(a: PcapArgs, crypto: ProviderChoice) -> Result<(), String> {
     };
     let port = offline::arrival_port(&tables, dir)?;
     let mut node = offline::node(tables.clone());
-    let st = offline::run_pcap(&mut node, port, &a.input, &a.output, store.as_ref())
-        .map_err(|e| e.to_string())?;
+    let st = offline::run_pcap(&mut node, port, &a.input, &a.output, store.as_ref())?;
     let counters = node.counters();
     if a.json {
         let mut v = report::json(&tables, counters);
@@ -317,13 +316,13 @@ fn check(
     config: &Option<PathBuf>,
     format: Option<FormatArg>,
     crypto: ProviderChoice,
-) -> Result<(), String> {
+) -> Result<(), Box<dyn Error>> {
     if let Some(w) = config.as_deref().and_then(exposed_config) {
         eprintln!("espgw: warning: {w} (`espgw run` refuses it)");
     }
     let cfg = load_config(config, format)?;
     let p = provider(crypto)?;
-    let t = Tables::build(&cfg, p.as_ref(), None).map_err(|e| e.to_string())?;
+    let t = Tables::build(&cfg, p.as_ref(), None)?;
     println!(
         "ok: {} ports, {} SAs, {} outbound and {} inbound policies, {} routes",
         t.ports.len(),

@@ -24,7 +24,7 @@ pub struct RunStats {
 
 /// The port frames of direction `dir` arrive on: the first protected port for outbound,
 /// the first unprotected one for inbound.
-pub fn arrival_port(t: &Tables, dir: Direction) -> Result<u16, String> {
+pub fn arrival_port(t: &Tables, dir: Direction) -> Result<u16, NoArrivalPort> {
     let role = match dir {
         Direction::Out => PortRole::Protected,
         Direction::In => PortRole::Unprotected,
@@ -33,8 +33,29 @@ pub fn arrival_port(t: &Tables, dir: Direction) -> Result<u16, String> {
         .iter()
         .position(|p| p.role == role)
         .map(|i| i as u16)
-        .ok_or_else(|| format!("the configuration has no {role:?} port for {dir} traffic"))
+        .ok_or(NoArrivalPort { role, dir })
 }
+
+/// The configuration has no port of the role a direction's traffic arrives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoArrivalPort {
+    /// The role wanted.
+    pub role: PortRole,
+    /// The direction of the traffic.
+    pub dir: Direction,
+}
+
+impl std::fmt::Display for NoArrivalPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the configuration has no {:?} port for {} traffic",
+            self.role, self.dir
+        )
+    }
+}
+
+impl std::error::Error for NoArrivalPort {}
 
 /// A node for an offline run over `tables`: no learned neighbours (the configured ones
 /// and ipsec-secgw's per-port defaults), TTL and hop limit left alone (a bump in the wire,

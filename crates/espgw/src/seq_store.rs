@@ -55,6 +55,20 @@ pub enum StoreError {
     },
     /// A state file holds something else than this module writes: never reset silently.
     Corrupt { path: PathBuf, what: String },
+    /// The store cannot be used and a static SA needs it: its nonce is its sequence
+    /// number, so a restart without it would repeat nonces under its key.
+    Required {
+        /// Why the store cannot be used.
+        cause: Box<StoreError>,
+        /// The configuration file and line of the SA.
+        file: String,
+        /// The line of the SA in `file`.
+        line: usize,
+        /// The SA's name.
+        sa: String,
+        /// Its suite.
+        suite: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -72,11 +86,32 @@ impl fmt::Display for StoreError {
                  if the SA's key is new)",
                 path.display()
             ),
+            StoreError::Required {
+                cause,
+                file,
+                line,
+                sa,
+                suite,
+            } => write!(
+                f,
+                "{cause}: {file}:{line}: SA {sa} uses {suite}, whose nonce is its sequence \
+                 number; without a usable state directory a restart would repeat nonces under \
+                 its static key, so espgw refuses to start (give --state-dir a writable \
+                 directory, or --volatile-keys for a throw-away lab)"
+            ),
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Dir { source, .. } | StoreError::File { source, .. } => Some(source),
+            StoreError::Required { cause, .. } => Some(cause.as_ref()),
+            StoreError::Corrupt { .. } => None,
+        }
+    }
+}
 
 /// The state directory of one gateway process.
 pub struct SeqStore {
@@ -257,7 +292,10 @@ pub struct StateArgs {
 /// nonce is its sequence number is refused where the state directory cannot be used
 /// (other suites only warn: their sequence numbers restart, and the peer's replay window
 /// drops traffic until they pass its top).
-pub fn open_for(cfg: &espgw_config::Config, args: &StateArgs) -> Result<Option<SeqStore>, String> {
+pub fn open_for(
+    cfg: &espgw_config::Config,
+    args: &StateArgs,
+) -> Result<Option<SeqStore>, StoreError> {
     if args.volatile_keys {
         eprintln!(
             "espgw: warning: --volatile-keys: sequence numbers are not persisted; a restart \
@@ -273,16 +311,13 @@ pub fn open_for(cfg: &espgw_config::Config, args: &StateArgs) -> Result<Option<S
             .iter()
             .find(|sa| sa.direction == Direction::Out && sa.suite.nonce_from_sequence())
         {
-            Some(sa) => Err(format!(
-                "{e}: {}:{}: SA {} uses {}, whose nonce is its sequence number; without a usable \
-                 state directory a restart would repeat nonces under its static key, so espgw \
-                 refuses to start (give --state-dir a writable directory, or --volatile-keys \
-                 for a throw-away lab)",
-                sa.loc.file,
-                sa.loc.line,
-                sa.label(),
-                sa.suite
-            )),
+            Some(sa) => Err(StoreError::Required {
+                cause: Box::new(e),
+                file: sa.loc.file.clone(),
+                line: sa.loc.line,
+                sa: sa.label(),
+                suite: sa.suite.to_string(),
+            }),
             None => {
                 eprintln!(
                     "espgw: warning: {e}: sequence numbers are not persisted; after a restart the \

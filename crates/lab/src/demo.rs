@@ -127,10 +127,10 @@ pub fn run(provider: &dyn CryptoProvider, out: &Path, count: usize) -> Result<()
     let (originals, stray) = write_traffic(&plain, count)?;
 
     let mut gw1 = offline::node(t1.clone());
-    let south = offline::arrival_port(&t1, Direction::Out)?;
+    let south = offline::arrival_port(&t1, Direction::Out).map_err(|e| e.to_string())?;
     offline::run_pcap(&mut gw1, south, &plain, &esp, None).map_err(|e| e.to_string())?;
     let mut gw2 = offline::node(t2.clone());
-    let north = offline::arrival_port(&t2, Direction::In)?;
+    let north = offline::arrival_port(&t2, Direction::In).map_err(|e| e.to_string())?;
     offline::run_pcap(&mut gw2, north, &esp, &back, None).map_err(|e| e.to_string())?;
 
     let esp_frames = read_all(&esp)?;

@@ -146,7 +146,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Gen(a) => demo::gen_capture(&a),
         Cmd::Demo { out, count } => {
-            let p = espgw_crypto::provider(cli.crypto)?;
+            let p = espgw_crypto::provider(cli.crypto).map_err(|e| e.to_string())?;
             eprintln!("espgw-lab: crypto provider {}", p.name());
             demo::run(p.as_ref(), &out, count)
         }

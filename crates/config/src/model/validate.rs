@@ -31,7 +31,9 @@ impl Config {
     fn check_algorithms(&self, sa: &SaConfig) -> Result<(), ConfigError> {
         let s = sa.suite;
         match sa.proto {
-            SaProto::Esp => s.check().map_err(|m| sa.loc.error("algorithm", m))?,
+            SaProto::Esp => s
+                .check()
+                .map_err(|m| sa.loc.error("algorithm", m.to_string()))?,
             SaProto::Ah => {
                 if s.enc != Encryption::Null || s.integ == espgw_crypto::Integrity::None {
                     return Err(sa.loc.error(

@@ -364,27 +364,70 @@ fn show_stats(t: &Tables, shared: &Shared) -> Value {
 }
 
 /// Sends one request to the gateway at `path` and returns its `data`.
-pub fn request(path: &Path, req: &ControlRequest) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "control socket {}: {e} (is the gateway running?)",
-            path.display()
-        )
+pub fn request(path: &Path, req: &ControlRequest) -> Result<Value, ControlError> {
+    let mut s = UnixStream::connect(path).map_err(|source| ControlError::Connect {
+        path: path.to_path_buf(),
+        source,
     })?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_vec(&req.to_json()).map_err(|e| e.to_string())?;
+        .map_err(ControlError::Io)?;
+    let mut line = req.to_json().to_string().into_bytes();
     line.push(b'\n');
-    s.write_all(&line).map_err(|e| e.to_string())?;
+    s.write_all(&line).map_err(ControlError::Io)?;
     let mut reply = String::new();
     BufReader::new(s.take(16 << 20))
         .read_line(&mut reply)
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_str(&reply).map_err(|e| format!("bad reply: {e}"))?;
+        .map_err(ControlError::Io)?;
+    let v: Value = serde_json::from_str(&reply).map_err(ControlError::BadReply)?;
     if v["ok"].as_bool() == Some(true) {
         Ok(v["data"].clone())
     } else {
-        Err(v["error"].as_str().unwrap_or("error").to_string())
+        Err(ControlError::Refused(
+            v["error"].as_str().unwrap_or("error").to_string(),
+        ))
+    }
+}
+
+/// Why a control request got no answer, or what the gateway answered instead of data.
+#[derive(Debug)]
+pub enum ControlError {
+    /// No gateway listens on the socket (or it may not be opened).
+    Connect {
+        /// The control socket.
+        path: std::path::PathBuf,
+        /// What connect said.
+        source: std::io::Error,
+    },
+    /// Sending the request or reading the reply failed (a timeout included).
+    Io(std::io::Error),
+    /// The reply is not JSON.
+    BadReply(serde_json::Error),
+    /// The gateway refused the request; its reason.
+    Refused(String),
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::Connect { path, source } => write!(
+                f,
+                "control socket {}: {source} (is the gateway running?)",
+                path.display()
+            ),
+            ControlError::Io(e) => write!(f, "control socket: {e}"),
+            ControlError::BadReply(e) => write!(f, "bad reply: {e}"),
+            ControlError::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ControlError::Connect { source, .. } | ControlError::Io(source) => Some(source),
+            ControlError::BadReply(e) => Some(e),
+            ControlError::Refused(_) => None,
+        }
     }
 }
 
@@ -450,5 +493,24 @@ pub fn render(v: &Value) -> String {
             .map(|(k, v)| format!("{k}: {}\n", cell(v)))
             .collect(),
         o => format!("{}\n", cell(o)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_to_no_gateway_names_the_socket() {
+        let path = std::env::temp_dir().join(format!("espgw-no-gateway-{}", std::process::id()));
+        let e = request(&path, &ControlRequest::Stop).unwrap_err();
+        assert!(
+            matches!(&e, ControlError::Connect { path: p, .. } if *p == path),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("is the gateway running?"), "{text}");
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use espgw_config::ConfigError;
 
+use crate::live::confine::ConfineError;
 use crate::seq_store::StoreError;
 
 #[derive(Debug)]
@@ -19,12 +20,18 @@ pub enum GatewayError {
     Setting(String),
     /// An interface's facts, or a port that would not open.
     Port(String),
-    /// Static keys' sequence state (`--state-dir`).
-    SequenceState(String),
+    /// Static keys' sequence state (`--state-dir`); `after_switch_to` is the uid the
+    /// gateway had just switched to when the store stopped being usable.
+    SequenceState {
+        /// What the store said.
+        source: StoreError,
+        /// Set where the store failed only once privileges were dropped.
+        after_switch_to: Option<u32>,
+    },
     /// The control socket, the metrics listener or the signal handler.
     Listener(String),
     /// Dropping privileges, the system-call filter, or the process's own settings.
-    Confine(String),
+    Confine(ConfineError),
     /// The workers and service threads could not be started.
     Threads(String),
 }
@@ -33,12 +40,19 @@ impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GatewayError::Config(e) => e.fmt(f),
+            GatewayError::Confine(e) => e.fmt(f),
+            GatewayError::SequenceState {
+                source,
+                after_switch_to: None,
+            } => source.fmt(f),
+            GatewayError::SequenceState {
+                source,
+                after_switch_to: Some(uid),
+            } => write!(f, "{source} (after switching to uid {uid})"),
             GatewayError::ConfigFile(m)
             | GatewayError::Setting(m)
             | GatewayError::Port(m)
-            | GatewayError::SequenceState(m)
             | GatewayError::Listener(m)
-            | GatewayError::Confine(m)
             | GatewayError::Threads(m) => f.write_str(m),
         }
     }
@@ -48,6 +62,8 @@ impl std::error::Error for GatewayError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             GatewayError::Config(e) => Some(e),
+            GatewayError::Confine(e) => Some(e),
+            GatewayError::SequenceState { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -61,6 +77,9 @@ impl From<ConfigError> for GatewayError {
 
 impl From<StoreError> for GatewayError {
     fn from(e: StoreError) -> Self {
-        GatewayError::SequenceState(e.to_string())
+        GatewayError::SequenceState {
+            source: e,
+            after_switch_to: None,
+        }
     }
 }

@@ -383,7 +383,7 @@ fn spawn_threads(
 pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), GatewayError> {
     // Before any key is read: no core dump of this process will ever hold one.
     espgw_io::process::forbid_core_dumps()
-        .map_err(|e| GatewayError::Confine(format!("prctl(PR_SET_DUMPABLE): {e}")))?;
+        .map_err(|e| GatewayError::Confine(confine::ConfineError::CoreDumps(e)))?;
     let account = confine::account(opts.user.as_deref()).map_err(GatewayError::Confine)?;
     let (mut cfg, path) = load(&opts.config, opts.format)?;
     let mut facts = port_facts(&cfg)?;
@@ -395,8 +395,7 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
             espgw_config::MAX_WORKERS
         )));
     }
-    let store =
-        crate::seq_store::open_for(&cfg, &opts.state).map_err(GatewayError::SequenceState)?;
+    let store = crate::seq_store::open_for(&cfg, &opts.state)?;
     let cache = Arc::new(NeighbourCache::default());
     let tables = build_tables(
         &cfg,
@@ -459,12 +458,12 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
     if let Some(store) = &shared.seq_store {
         // The sequence state must stay writable by the user the gateway now is (a parent
         // directory it cannot enter would otherwise show only at the first renewal).
-        store.probe().map_err(|e| {
-            GatewayError::SequenceState(format!(
-                "{e} (after switching to uid {})",
-                espgw_io::process::effective_uid()
-            ))
-        })?;
+        store
+            .probe()
+            .map_err(|source| GatewayError::SequenceState {
+                source,
+                after_switch_to: Some(espgw_io::process::effective_uid()),
+            })?;
     }
     let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)
         .map_err(GatewayError::Threads)?;

@@ -90,7 +90,8 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             seccomp,
         } => {
             if seccomp {
-                espgw::install_seccomp_filter(espgw::SeccompArg::Kill)?;
+                espgw::install_seccomp_filter(espgw::SeccompArg::Kill)
+                    .map_err(|e| e.to_string())?;
                 println!("under the live gateway's seccomp filter (kill mode)");
             }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
@@ -148,7 +149,7 @@ fn parse_suite(s: &str) -> Result<Suite, String> {
         enc: cipher_by_name(c).ok_or_else(|| format!("unknown cipher '{c}'"))?,
         integ: integrity_by_name(i).ok_or_else(|| format!("unknown integrity algorithm '{i}'"))?,
     };
-    suite.check()?;
+    suite.check().map_err(|e| e.to_string())?;
     Ok(suite)
 }
 
@@ -252,7 +253,7 @@ fn trial(
     secs: f64,
 ) -> Result<Trial, String> {
     let burst = node.tables().burst;
-    let port = espgw::offline::arrival_port(node.tables(), dir)?;
+    let port = espgw::offline::arrival_port(node.tables(), dir).map_err(|e| e.to_string())?;
     let mut memory = MemoryPort::new(frames);
     let mut pkts = Vec::with_capacity(burst);
     let mut tx = Transmit::new(node.tables().ports.len(), burst);
@@ -348,7 +349,7 @@ fn dataplane(
     with_raw: bool,
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
-    let provider = espgw_crypto::provider(crypto)?;
+    let provider = espgw_crypto::provider(crypto).map_err(|e| e.to_string())?;
     // Raw references on the same buffer sizes: intel-ipsec-mb's job API (the figure the
     // published comparison quotes) and whatever the pipeline itself uses.
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();

@@ -170,7 +170,8 @@ pub(super) fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
             let s = espgw::control_request(
                 &control_path(g),
                 &espgw_control::ControlRequest::Show("stats".into()),
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             println!(
                 "{g}: encrypted {} decrypted {} dropped {}",
                 s["encrypted"], s["decrypted"], s["drops"]

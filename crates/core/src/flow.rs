@@ -9,7 +9,7 @@ use crate::counters::DropReason;
 /// The selector fields of a packet (RFC 4301 §4.4.1.1). Addresses are numbers; IPv4 sits
 /// in the low 32 bits. For ICMP the type stands in the source port and the code in the
 /// destination port. Non-first fragments carry ports 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub struct FlowKey {
     /// Whether the packet is IPv4.
     pub v4: bool,
@@ -23,6 +23,23 @@ pub struct FlowKey {
     pub sport: u16,
     /// Destination port, or ICMP code.
     pub dport: u16,
+}
+
+/// Field-wise equality, as derived, but without early exits: the pipeline compares every
+/// packet's key with the flow cache's, and one branch on the OR of the differences
+/// replaces six that each may mispredict.
+impl PartialEq for FlowKey {
+    #[inline(always)]
+    fn eq(&self, o: &Self) -> bool {
+        let halves = |x: u128, y: u128| {
+            ((x as u64) ^ (y as u64)) | (((x >> 64) as u64) ^ ((y >> 64) as u64))
+        };
+        let small = u64::from(self.v4 ^ o.v4)
+            | u64::from(self.proto ^ o.proto)
+            | u64::from(self.sport ^ o.sport)
+            | u64::from(self.dport ^ o.dport);
+        (halves(self.src, o.src) | halves(self.dst, o.dst) | small) == 0
+    }
 }
 
 /// What the pipeline needs to know about an IP packet.
@@ -114,5 +131,52 @@ pub fn parse_ip(ip: &[u8]) -> Result<IpInfo, DropReason> {
             })
         }
         _ => Err(DropReason::Malformed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_differing_in_any_field_are_unequal() {
+        let k = FlowKey {
+            v4: false,
+            src: 0x2001_0db8 << 96 | 1,
+            dst: 0x2001_0db8 << 96 | 2,
+            proto: 17,
+            sport: 1000,
+            dport: 2000,
+        };
+        assert_eq!(k, k);
+        let variants = [
+            FlowKey { v4: true, ..k },
+            FlowKey {
+                src: k.src ^ 1 << 100,
+                ..k
+            },
+            FlowKey {
+                src: k.src ^ 1,
+                ..k
+            },
+            FlowKey {
+                dst: k.dst ^ 1 << 127,
+                ..k
+            },
+            FlowKey {
+                dst: k.dst ^ 1 << 3,
+                ..k
+            },
+            FlowKey { proto: 6, ..k },
+            FlowKey { sport: 1001, ..k },
+            FlowKey {
+                dport: 0x8000 | 2000,
+                ..k
+            },
+        ];
+        for v in variants {
+            assert_ne!(k, v, "{v:?}");
+            assert_ne!(v, k, "{v:?}");
+        }
     }
 }

@@ -120,6 +120,25 @@ impl Transmit {
     pub fn is_empty(&self) -> bool {
         self.queues.iter().all(Vec::is_empty)
     }
+    /// Queues every packet of `pkts` with a `Forward` verdict on its port and returns the
+    /// others to `pool`, leaving `pkts` empty. A burst that all goes to one port whose queue
+    /// is empty (the common case) changes places with that queue instead of moving packet
+    /// by packet.
+    fn push_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) {
+        if let Some(Verdict::Forward(port)) = pkts.first().map(|p| p.verdict) {
+            let all_there = pkts.iter().all(|p| p.verdict == Verdict::Forward(port));
+            if all_there && self.queue(usize::from(port)).is_empty() {
+                std::mem::swap(self.queue(usize::from(port)), pkts);
+                return;
+            }
+        }
+        for p in pkts.drain(..) {
+            match p.verdict {
+                Verdict::Forward(port) => self.push(port, p),
+                _ => pool.put(p),
+            }
+        }
+    }
     #[inline]
     fn push(&mut self, port: u16, p: Packet) {
         match self.queues.get_mut(usize::from(port)) {
@@ -433,12 +452,7 @@ impl Node {
                 None => self.pool.put(fresh),
             }
         }
-        for p in pkts.drain(..) {
-            match p.verdict {
-                Verdict::Forward(port) => tx.push(port, p),
-                _ => self.pool.put(p),
-            }
-        }
+        tx.push_burst(pkts, &mut self.pool);
         if !fragments.is_empty() {
             for f in fragments.iter_mut() {
                 if let Some(h) = f.push_front(HEADER_LEN) {

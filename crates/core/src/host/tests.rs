@@ -71,9 +71,12 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
         f[30..34].copy_from_slice(&dsts[rng.gen_range(0..dsts.len())]);
         for hop in [HopLimit::Decrement, HopLimit::Keep] {
             let mut fast = f.clone();
-            let Some(verdict) = ipv4_fast(&mut fast, &t, hop) else {
+            let Some((verdict, ttl_due)) = ipv4_fast(&fast, &t, hop) else {
                 continue;
             };
+            if ttl_due {
+                decrement_ttl_v4(&mut fast[14..]);
+            }
             let mut p = Packet::new();
             p.load(&f).unwrap();
             assert_eq!(ipv4(&mut p, 14, &t, hop), verdict, "{f:02x?}");

@@ -186,12 +186,13 @@ impl Pipeline {
         self.too_big.clear();
         let n = pkts.len();
         for (i, p) in pkts.iter_mut().enumerate() {
+            let mut ttl_due = false;
             if let Some(h) = host.as_mut() {
                 p.in_port = h.port;
                 p.verdict = Verdict::Pending;
                 match host::triage_inline(p, h.port, &t, h.neighbours, h.hop_limit) {
-                    Triage::Pipeline => {}
-                    claimed => {
+                    (Triage::Pipeline, due) => ttl_due = due,
+                    (claimed, _) => {
                         h.claims.push((i, claimed));
                         self.slots.push(Slot::Done);
                         continue;
@@ -205,10 +206,16 @@ impl Pipeline {
                     self.drop_pkt(p, r);
                     Slot::Done
                 }
-                Ok(info) => match dir {
-                    Direction::Out => self.classify_out(&t, p, info, (n - i) as u64),
-                    Direction::In => self.classify_in(&t, p, info),
-                },
+                Ok(info) => {
+                    // The host stage's fast path left the TTL for after the header was read.
+                    if ttl_due {
+                        host::decrement_ttl_v4(p.data_mut());
+                    }
+                    match dir {
+                        Direction::Out => self.classify_out(&t, p, info, (n - i) as u64),
+                        Direction::In => self.classify_in(&t, p, info),
+                    }
+                }
             };
             self.slots.push(slot);
         }
@@ -251,24 +258,24 @@ impl Pipeline {
         }
     }
 
-    /// SPD lookup through the one-entry flow cache (inlined: the hit is a compare).
+    /// SPD lookup through the one-entry flow cache (inlined: the hit is a compare). The key
+    /// comes by value and the table lookup gets a copy: a key whose address is taken lives
+    /// on the stack, stored in pieces as it was parsed and read back whole for the
+    /// compare, a store-forwarding stall per packet; by value it can stay in registers.
     #[inline(always)]
-    fn spd_lookup(&mut self, t: &Tables, dir: Direction, key: &FlowKey) -> Option<SpdAction> {
+    fn spd_lookup(&mut self, t: &Tables, dir: Direction, key: FlowKey) -> Option<SpdAction> {
         if let Some((d, k, a)) = &self.spd_cache {
-            if *d == dir && k == key {
+            if *d == dir && *k == key {
                 return *a;
             }
         }
-        let a = match dir {
-            Direction::Out => t.spd_out.lookup(key),
-            Direction::In => t.spd_in.lookup(key),
-        };
-        self.spd_cache = Some((dir, *key, a));
+        let a = spd_miss(t, dir, key);
+        self.spd_cache = Some((dir, key, a));
         a
     }
 
     fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo, remaining: u64) -> Slot {
-        match self.spd_lookup(t, Direction::Out, &info.key) {
+        match self.spd_lookup(t, Direction::Out, info.key) {
             None => {
                 self.drop_pkt(p, DropReason::NoPolicy);
                 Slot::Done
@@ -309,7 +316,7 @@ impl Pipeline {
         }
         match esp_in::classify(p, &info, t, &mut self.spi_cache) {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
-            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
+            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),
                 Some(SpdAction::Protect(_) | SpdAction::Bundle { .. }) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
@@ -326,6 +333,15 @@ impl Pipeline {
             },
             Err((r, sa)) => self.drop_classified(t, p, r, sa),
         }
+    }
+}
+
+/// The SPD lookup behind the flow cache, out of line (a new flow, once per run of packets).
+#[inline(never)]
+fn spd_miss(t: &Tables, dir: Direction, key: FlowKey) -> Option<SpdAction> {
+    match dir {
+        Direction::Out => t.spd_out.lookup(&key),
+        Direction::In => t.spd_in.lookup(&key),
     }
 }
 

@@ -61,7 +61,7 @@ impl Pipeline {
                 job.via_ah = Some(sa_idx);
                 Slot::Open { job, seq: 0 }
             }
-            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, &info.key) {
+            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
                 Some(SpdAction::Protect(i)) if i == sa_idx => {
                     self.counters.decrypted += 1;
                     Slot::Route {
@@ -164,7 +164,7 @@ impl Pipeline {
                     let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
                     // The policy must name this SA, and AH around it exactly when it
                     // names a bundle.
-                    match (self.spd_lookup(t, Direction::In, &info.key), job.via_ah) {
+                    match (self.spd_lookup(t, Direction::In, info.key), job.via_ah) {
                         (Some(SpdAction::Protect(i)), None) if i == sa_idx => Ok(info),
                         (Some(SpdAction::Bundle { esp, ah }), Some(via))
                             if esp == sa_idx && ah == via =>

@@ -14,6 +14,7 @@
 //! - [`ah`]: the AH transforms (RFC 4302), alone or around ESP (bundles);
 //! - [`node`]: one worker's whole packet path: host triage, reassembly, the pipeline,
 //!   fragmentation and ICMP errors, neighbour holds;
+//! - [`transmit`]: what a node hands back: frames to send, queued per port;
 //! - [`pipeline`]: a burst through the SPD, the SAs and the transforms;
 //! - [`route`]: longest-prefix match and neighbours;
 //! - [`neighbour`]: addresses learned by ARP and ND, bounded and aged;
@@ -43,6 +44,7 @@ pub mod route;
 pub mod sa;
 pub mod spd;
 pub mod tables;
+pub mod transmit;
 
 pub use counters::DropReason;
 pub use espgw_config::Direction;

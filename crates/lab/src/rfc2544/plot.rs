@@ -78,8 +78,82 @@ fn nice_ticks(max: f64) -> Vec<f64> {
     (0..=n).map(|i| i as f64 * step).collect()
 }
 
+/// Where a chart's data lands: the x range, the y ticks and the plot area's mapping.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y_ticks: Vec<f64>,
+    ylo: f64,
+    yhi: f64,
+    log_y: bool,
+}
+
+const PW: f64 = W - L - R;
+const PH: f64 = H - T - B;
+
+impl Frame {
+    fn sx(&self, x: f64) -> f64 {
+        L + (x - self.x0) / (self.x1 - self.x0) * PW
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        let f = if self.log_y {
+            (y.max(self.ylo).log10() - self.ylo.log10()) / (self.yhi.log10() - self.ylo.log10())
+        } else {
+            (y - self.ylo) / (self.yhi - self.ylo)
+        };
+        T + PH - f * PH
+    }
+}
+
+/// Log-scale ticks over `ys`: decades, with 2 and 5 between them when there are few.
+fn log_ticks(ys: &[f64], ymax: f64) -> Vec<f64> {
+    let ymin = ys.iter().cloned().fold(f64::INFINITY, f64::min);
+    let (lo, hi) = if ymin.is_finite() {
+        (ymin.log10().floor() as i32, ymax.log10().ceil() as i32)
+    } else {
+        (0, 1)
+    };
+    let hi = hi.max(lo + 1);
+    let subs: &[f64] = if hi - lo <= 2 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let mut v: Vec<f64> = (lo..hi)
+        .flat_map(|e| subs.iter().map(move |m| m * 10f64.powi(e)))
+        .collect();
+    v.push(10f64.powi(hi));
+    v
+}
+
 impl Chart {
     pub fn render(&self) -> String {
+        let f = self.frame();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
+            L + PW / 2.0,
+            esc(&self.title)
+        );
+        self.y_grid(&f, &mut s);
+        self.x_grid(&f, &mut s);
+        self.axis_titles(&mut s);
+        for (i, se) in self.series.iter().enumerate() {
+            self.series_svg(&f, i, se, &mut s);
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+
+    /// The x range and y ticks the data needs.
+    fn frame(&self) -> Frame {
         let pts = self.series.iter().flat_map(|s| s.points.iter());
         let ys: Vec<f64> = pts
             .clone()
@@ -100,147 +174,124 @@ impl Chart {
             }
         };
         let ymax = ys.iter().cloned().fold(0.0, f64::max);
-        let y_ticks: Vec<f64> = if self.log_y {
-            let ymin = ys.iter().cloned().fold(f64::INFINITY, f64::min);
-            let (lo, hi) = if ymin.is_finite() {
-                (ymin.log10().floor() as i32, ymax.log10().ceil() as i32)
-            } else {
-                (0, 1)
-            };
-            let hi = hi.max(lo + 1);
-            // Decades, with 2 and 5 between them when there are few decades.
-            let subs: &[f64] = if hi - lo <= 2 {
-                &[1.0, 2.0, 5.0]
-            } else {
-                &[1.0]
-            };
-            let mut v: Vec<f64> = (lo..hi)
-                .flat_map(|e| subs.iter().map(move |m| m * 10f64.powi(e)))
-                .collect();
-            v.push(10f64.powi(hi));
-            v
+        let y_ticks = if self.log_y {
+            log_ticks(&ys, ymax)
         } else {
             nice_ticks(ymax * 1.05)
         };
         let (ylo, yhi) = (y_ticks[0], *y_ticks.last().unwrap_or(&1.0));
-        let pw = W - L - R;
-        let ph = H - T - B;
-        let sx = |x: f64| L + (x - x0) / (x1 - x0) * pw;
-        let sy = |y: f64| {
-            let f = if self.log_y {
-                (y.max(ylo).log10() - ylo.log10()) / (yhi.log10() - ylo.log10())
-            } else {
-                (y - ylo) / (yhi - ylo)
-            };
-            T + ph - f * ph
-        };
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
-            L + pw / 2.0,
-            esc(&self.title)
-        );
-        for &t in &y_ticks {
-            let y = sy(t);
+        Frame {
+            x0,
+            x1,
+            y_ticks,
+            ylo,
+            yhi,
+            log_y: self.log_y,
+        }
+    }
+
+    fn y_grid(&self, f: &Frame, s: &mut String) {
+        for &t in &f.y_ticks {
+            let y = f.sy(t);
             let _ = writeln!(
                 s,
                 "<line x1=\"{L}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-                L + pw,
+                L + PW,
                 L - 6.0,
                 y + 4.0,
                 fmt_num(t)
             );
         }
+    }
+
+    fn x_grid(&self, f: &Frame, s: &mut String) {
         match &self.x_labels {
             Some(labels) => {
                 for (i, l) in labels.iter().enumerate() {
-                    let x = sx(i as f64);
+                    let x = f.sx(i as f64);
                     let _ = writeln!(
                         s,
                         r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                        T + ph + 18.0,
+                        T + PH + 18.0,
                         esc(l)
                     );
                 }
             }
             None => {
-                for t in nice_ticks(x1) {
-                    if t < x0 || t > x1 * 1.0001 {
+                for t in nice_ticks(f.x1) {
+                    if t < f.x0 || t > f.x1 * 1.0001 {
                         continue;
                     }
-                    let x = sx(t);
+                    let x = f.sx(t);
                     let _ = writeln!(
                         s,
                         "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{T}\" y2=\"{:.1}\" stroke=\"#e4e4e4\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                        T + ph,
-                        T + ph + 18.0,
+                        T + PH,
+                        T + PH + 18.0,
                         fmt_num(t)
                     );
                 }
             }
         }
+    }
+
+    fn axis_titles(&self, s: &mut String) {
         let _ = writeln!(
             s,
-            r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
+            r##"<rect x="{L}" y="{T}" width="{PW}" height="{PH}" fill="none" stroke="#444"/>"##
         );
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            L + pw / 2.0,
+            L + PW / 2.0,
             H - 14.0,
             esc(&self.x_title)
         );
         let _ = writeln!(
             s,
             r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            T + ph / 2.0,
+            T + PH / 2.0,
             esc(&self.y_title)
         );
-        for (i, se) in self.series.iter().enumerate() {
-            let pts: Vec<String> = se
-                .points
-                .iter()
-                .filter(|p| p.0.is_finite() && p.1.is_finite() && (!self.log_y || p.1 > 0.0))
-                .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-                .collect();
-            if !pts.is_empty() {
-                let _ = writeln!(
-                    s,
-                    r#"<polyline fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}" points="{}"/>"#,
-                    se.color,
-                    se.dash,
-                    pts.join(" ")
-                );
-                for p in &pts {
-                    let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-                    let _ = writeln!(
-                        s,
-                        r#"<circle cx="{x}" cy="{y}" r="3" fill="{}"/>"#,
-                        se.color
-                    );
-                }
-            }
-            let ly = T + 10.0 + i as f64 * 18.0;
-            let lx = L + pw + 14.0;
+    }
+
+    /// One series' line and points, and its legend entry (the `i`th).
+    fn series_svg(&self, f: &Frame, i: usize, se: &Series, s: &mut String) {
+        let pts: Vec<String> = se
+            .points
+            .iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite() && (!self.log_y || p.1 > 0.0))
+            .map(|&(x, y)| format!("{:.1},{:.1}", f.sx(x), f.sy(y)))
+            .collect();
+        if !pts.is_empty() {
             let _ = writeln!(
                 s,
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{}" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{}">{}</text>"#,
-                lx + 24.0,
+                r#"<polyline fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}" points="{}"/>"#,
                 se.color,
                 se.dash,
-                lx + 30.0,
-                ly + 4.0,
-                esc(&se.name)
+                pts.join(" ")
             );
+            for p in &pts {
+                let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{x}" cy="{y}" r="3" fill="{}"/>"#,
+                    se.color
+                );
+            }
         }
-        s.push_str("</svg>\n");
-        s
+        let ly = T + 10.0 + i as f64 * 18.0;
+        let lx = L + PW + 14.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{}" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{}">{}</text>"#,
+            lx + 24.0,
+            se.color,
+            se.dash,
+            lx + 30.0,
+            ly + 4.0,
+            esc(&se.name)
+        );
     }
 }
 

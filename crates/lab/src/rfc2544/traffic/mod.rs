@@ -332,6 +332,176 @@ struct Sending {
     report: TxReport,
 }
 
+/// One tester port's I/O and host state, owned by its thread.
+struct PortIo {
+    port: Box<dyn Port>,
+    tables: Tables,
+    mac: [u8; 6],
+    cache: NeighbourCache,
+    pool: PacketPool,
+    rx: Vec<Packet>,
+    out: Vec<Packet>,
+    fd: Option<std::os::fd::RawFd>,
+    epoch: Instant,
+    last_rx: Arc<AtomicU64>,
+}
+
+/// What the port thread counts and sends for the trial at hand.
+#[derive(Default)]
+struct TrialState {
+    counting: Option<(u8, Vec<(u8, StreamCounter)>)>,
+    sending: Option<Sending>,
+}
+
+impl PortIo {
+    /// Enters the port's namespace and opens it.
+    fn open(plan: &PortPlan, epoch: Instant, last_rx: Arc<AtomicU64>) -> Result<Self, String> {
+        if let Some(n) = &plan.netns {
+            espgw_io::netns::enter(n).map_err(|e| e.to_string())?;
+        }
+        let mac = espgw_io::netns::mac_address(&plan.ifname)
+            .map_err(|e| format!("tester port {}: {e}", plan.ifname))?;
+        let port = open_port(plan)?;
+        let tables = host_tables(plan, mac)?;
+        let fd = port.poll_fd();
+        Ok(PortIo {
+            port,
+            tables,
+            mac,
+            cache: NeighbourCache::default(),
+            pool: PacketPool::new(4 * BURST),
+            rx: Vec::with_capacity(BURST),
+            out: Vec::with_capacity(BURST),
+            fd,
+            epoch,
+            last_rx,
+        })
+    }
+
+    fn lookup(&self, a: IpAddr) -> Option<[u8; 6]> {
+        let (v4, x) = addr_u128(a);
+        self.cache.get(v4, x)
+    }
+
+    /// Receives one burst: answers ARP/ND, counts test frames into `counting`.
+    fn serve(&mut self, counting: &mut Option<(u8, Vec<(u8, StreamCounter)>)>) -> usize {
+        serve_rx(
+            &mut *self.port,
+            &mut self.pool,
+            &mut self.rx,
+            &mut self.out,
+            &self.tables,
+            &self.cache,
+            self.epoch,
+            counting,
+            &self.last_rx,
+        )
+    }
+
+    /// Waits up to `ms` for a frame (or sleeps briefly on a port with no descriptor).
+    fn wait(&self, ms: i32) {
+        match self.fd {
+            Some(fd) => {
+                espgw_io::poll::wait_readable(&[fd], ms);
+            }
+            None => std::thread::sleep(Duration::from_micros(200)),
+        }
+    }
+
+    /// Resolves the gateways' link-layer addresses, answering the other side's questions
+    /// meanwhile, within `resolve_for`.
+    fn resolve(&mut self, plan: &PortPlan, resolve_for: Duration) -> Result<PortReady, String> {
+        let mut targets = vec![plan.gateway4];
+        targets.extend(plan.gateway6);
+        let deadline = Instant::now() + resolve_for;
+        let mut last_ask = Instant::now() - Duration::from_secs(1);
+        while targets.iter().any(|&a| self.lookup(a).is_none()) {
+            if Instant::now() > deadline {
+                let missing: Vec<String> = targets
+                    .iter()
+                    .filter(|&&a| self.lookup(a).is_none())
+                    .map(|a| a.to_string())
+                    .collect();
+                return Err(format!(
+                    "tester port {}: no answer from next hop {} (is the device under test up?)",
+                    plan.ifname,
+                    missing.join(", ")
+                ));
+            }
+            if last_ask.elapsed() > Duration::from_millis(200) {
+                last_ask = Instant::now();
+                self.solicit(&targets);
+            }
+            self.serve(&mut None);
+            self.wait(10);
+        }
+        Ok(PortReady {
+            mac: self.mac,
+            gateway4_mac: self.lookup(plan.gateway4).unwrap_or_default(),
+            gateway6_mac: plan.gateway6.and_then(|a| self.lookup(a)),
+            kind: self.port.kind(),
+        })
+    }
+
+    /// Sends an ARP request or neighbour solicitation for each unresolved target.
+    fn solicit(&mut self, targets: &[IpAddr]) {
+        for &a in targets {
+            let (v4, x) = addr_u128(a);
+            let mut p = self.pool.get();
+            if self.lookup(a).is_none()
+                && host::build_solicitation(&mut p, &self.tables.ports[0], v4, x)
+            {
+                self.out.push(p);
+            } else {
+                self.pool.put(p);
+            }
+        }
+        let _ = self.port.tx_burst(&mut self.out, &mut self.pool);
+    }
+}
+
+/// Starts counting (and sending, if asked) for a new trial.
+fn start_trial(
+    state: &mut TrialState,
+    trial: u8,
+    expect: Vec<(u8, u64)>,
+    tx: Option<TxPlan>,
+    replies: &Sender<Reply>,
+) {
+    let streams = expect
+        .into_iter()
+        .map(|(s, n)| (s, StreamCounter::new(n)))
+        .collect();
+    state.counting = Some((trial, streams));
+    state.sending = tx.map(|plan| Sending {
+        plan,
+        next: 0,
+        report: TxReport::default(),
+    });
+    if state.sending.as_ref().is_some_and(|s| s.plan.count == 0) {
+        let _ = replies.send(Reply::TxDone(TxReport::default()));
+        state.sending = None;
+    }
+}
+
+/// Handles the commands waiting; false once the thread should end.
+fn handle_commands(cmds: &Receiver<Cmd>, state: &mut TrialState, replies: &Sender<Reply>) -> bool {
+    match cmds.try_recv() {
+        Ok(Cmd::Trial { trial, expect, tx }) => start_trial(state, trial, expect, tx, replies),
+        Ok(Cmd::Collect) => {
+            let got = state
+                .counting
+                .take()
+                .map(|(_, v)| v.into_iter().map(|(s, c)| (s, c.report)).collect())
+                .unwrap_or_default();
+            let _ = replies.send(Reply::Collected(got));
+        }
+        Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return false,
+        Err(std::sync::mpsc::TryRecvError::Empty) => {}
+    }
+    true
+}
+
 fn port_thread(
     plan: PortPlan,
     epoch: Instant,
@@ -340,138 +510,31 @@ fn port_thread(
     replies: Sender<Reply>,
     last_rx: Arc<AtomicU64>,
 ) {
-    type Opened = (Box<dyn Port>, Tables, [u8; 6]);
-    let setup = || -> Result<Opened, String> {
-        if let Some(n) = &plan.netns {
-            espgw_io::netns::enter(n).map_err(|e| e.to_string())?;
+    let ready = PortIo::open(&plan, epoch, last_rx)
+        .and_then(|mut tp| tp.resolve(&plan, resolve_for).map(|r| (tp, r)));
+    let mut tp = match ready {
+        Ok((tp, ready)) => {
+            let _ = replies.send(Reply::Ready(Ok(ready)));
+            tp
         }
-        let mac = espgw_io::netns::mac_address(&plan.ifname)
-            .map_err(|e| format!("tester port {}: {e}", plan.ifname))?;
-        let port = open_port(&plan)?;
-        let tables = host_tables(&plan, mac)?;
-        Ok((port, tables, mac))
-    };
-    let (mut port, tables, mac) = match setup() {
-        Ok(x) => x,
         Err(e) => {
             let _ = replies.send(Reply::Ready(Err(e)));
             return;
         }
     };
-    let cache = NeighbourCache::default();
-    let mut pool = PacketPool::new(4 * BURST);
-    let mut rx: Vec<Packet> = Vec::with_capacity(BURST);
-    let mut out: Vec<Packet> = Vec::with_capacity(BURST);
-    let fd = port.poll_fd();
-
-    // Resolve the gateways, answering the other side's questions meanwhile.
-    let mut targets = vec![plan.gateway4];
-    targets.extend(plan.gateway6);
-    let deadline = Instant::now() + resolve_for;
-    let mut last_ask = Instant::now() - Duration::from_secs(1);
-    let lookup = |a: IpAddr| {
-        let (v4, x) = addr_u128(a);
-        cache.get(v4, x)
-    };
-    while targets.iter().any(|&a| lookup(a).is_none()) {
-        if Instant::now() > deadline {
-            let missing: Vec<String> = targets
-                .iter()
-                .filter(|&&a| lookup(a).is_none())
-                .map(|a| a.to_string())
-                .collect();
-            let _ = replies.send(Reply::Ready(Err(format!(
-                "tester port {}: no answer from next hop {} (is the device under test up?)",
-                plan.ifname,
-                missing.join(", ")
-            ))));
-            return;
-        }
-        if last_ask.elapsed() > Duration::from_millis(200) {
-            last_ask = Instant::now();
-            for &a in &targets {
-                let (v4, x) = addr_u128(a);
-                let mut p = pool.get();
-                if lookup(a).is_none() && host::build_solicitation(&mut p, &tables.ports[0], v4, x)
-                {
-                    out.push(p);
-                } else {
-                    pool.put(p);
-                }
-            }
-            let _ = port.tx_burst(&mut out, &mut pool);
-        }
-        serve_rx(
-            &mut *port, &mut pool, &mut rx, &mut out, &tables, &cache, epoch, &mut None, &last_rx,
-        );
-        if let Some(fd) = fd {
-            espgw_io::poll::wait_readable(&[fd], 10);
-        }
-    }
-    let ready = PortReady {
-        mac,
-        gateway4_mac: lookup(plan.gateway4).unwrap_or_default(),
-        gateway6_mac: plan.gateway6.and_then(lookup),
-        kind: port.kind(),
-    };
-    let _ = replies.send(Reply::Ready(Ok(ready)));
-
-    let mut counting: Option<(u8, Vec<(u8, StreamCounter)>)> = None;
-    let mut sending: Option<Sending> = None;
-    loop {
-        match cmds.try_recv() {
-            Ok(Cmd::Trial { trial, expect, tx }) => {
-                let streams = expect
-                    .into_iter()
-                    .map(|(s, n)| (s, StreamCounter::new(n)))
-                    .collect();
-                counting = Some((trial, streams));
-                sending = tx.map(|plan| Sending {
-                    plan,
-                    next: 0,
-                    report: TxReport::default(),
-                });
-                if sending.as_ref().is_some_and(|s| s.plan.count == 0) {
-                    let _ = replies.send(Reply::TxDone(TxReport::default()));
-                    sending = None;
-                }
-            }
-            Ok(Cmd::Collect) => {
-                let got = counting
-                    .take()
-                    .map(|(_, v)| v.into_iter().map(|(s, c)| (s, c.report)).collect())
-                    .unwrap_or_default();
-                let _ = replies.send(Reply::Collected(got));
-            }
-            Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
-            Err(std::sync::mpsc::TryRecvError::Empty) => {}
-        }
+    let mut state = TrialState::default();
+    while handle_commands(&cmds, &mut state, &replies) {
         let mut busy = false;
-        if let Some(s) = &mut sending {
+        if let Some(s) = &mut state.sending {
             busy = true;
-            if send_due(&mut *port, &mut pool, &mut out, s, epoch) {
+            if send_due(&mut *tp.port, &mut tp.pool, &mut tp.out, s, epoch) {
                 let _ = replies.send(Reply::TxDone(s.report.clone()));
-                sending = None;
+                state.sending = None;
             }
         }
-        let got = serve_rx(
-            &mut *port,
-            &mut pool,
-            &mut rx,
-            &mut out,
-            &tables,
-            &cache,
-            epoch,
-            &mut counting,
-            &last_rx,
-        );
+        let got = tp.serve(&mut state.counting);
         if !busy && got == 0 {
-            match fd {
-                Some(fd) => {
-                    espgw_io::poll::wait_readable(&[fd], 1);
-                }
-                None => std::thread::sleep(Duration::from_micros(200)),
-            }
+            tp.wait(1);
         }
     }
 }

@@ -9,6 +9,7 @@
 mod bench;
 mod demo;
 mod gen;
+mod packages;
 mod rfc2544;
 mod strongswan;
 mod testbed;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::testbed::ensure_packages;
+use crate::packages::ensure_packages;
 
 const CHARON: &str = "/usr/lib/ipsec/charon";
 pub const PSK: &str = "espgw-testbed-psk-not-secret";

@@ -12,9 +12,11 @@ cargo fuzz build -O
 for t in $targets; do
   # regressions/<target> holds inputs that once crashed (committed): libFuzzer runs every
   # file of every corpus directory first, so an old bug coming back fails at once.
+  # seeds/<target> (committed, where present) holds well-formed inputs to start from.
   mkdir -p "corpus/$t" "regressions/$t"
+  seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
   echo "fuzz: $t for ${secs}s"
-  cargo fuzz run -O "$t" "corpus/$t" "regressions/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 2>&1 \
+  cargo fuzz run -O "$t" "corpus/$t" "regressions/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|Done [0-9]+ runs|==[0-9]+==ERROR|SUMMARY)" || true
   if [ -n "$(ls -A artifacts/$t 2>/dev/null)" ]; then
     echo "fuzz: $t found a crash: fuzz/artifacts/$t" >&2

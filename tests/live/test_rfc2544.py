@@ -135,13 +135,16 @@ def test_standin_faults_are_counted_exactly(tmp_path):
         assert t["refused"] == 0, t
         lost, dups, reordered = expected_faults(t["sent"], 100, 50, 70)
         # The stand-in's faults follow sequence numbers, so the counts are arithmetic; the
-        # kernel may still lose a frame of its own on a busy machine (seen once in CI: 181
-        # lost where the stand-in dropped 180), which can also take a duplicate or a held
-        # frame with it. Allow two such losses per trial, and require most trials exact.
-        extra = t["lost"] - lost
-        assert 0 <= extra <= 2, t
-        assert dups - extra <= t["duplicates"] <= dups, t
-        assert reordered - extra <= t["reordered"] <= reordered, t
+        # kernel may still lose a frame of its own on a busy machine: an original (seen in
+        # CI: 181 lost where the stand-in dropped 180), which can take a held frame's
+        # reordering with it, or a duplicate's second copy (seen in CI: 153 duplicates of
+        # 154, nothing extra lost). Allow two such losses per trial, never a count beyond
+        # what the stand-in did, and require most trials exact.
+        extra_lost = t["lost"] - lost
+        missed_dups = dups - t["duplicates"]
+        assert extra_lost >= 0 and missed_dups >= 0, t
+        assert extra_lost + missed_dups <= 2, t
+        assert reordered - 2 <= t["reordered"] <= reordered, t
         exact += (t["lost"], t["duplicates"], t["reordered"]) == (lost, dups, reordered)
         assert t["lost"] > 0 and t["reordered"] > 0 and t["duplicates"] > 0
     assert exact >= len(trials) - 2, f"{exact} of {len(trials)} trials exact"

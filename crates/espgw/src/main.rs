@@ -176,6 +176,14 @@ struct RunArgs {
     /// What a system call outside the gateway's allow-list does once it runs.
     #[arg(long, value_enum, default_value = "kill")]
     seccomp: live::confine::SeccompArg,
+    /// Serve the SA contract on this Unix socket: an IKE daemon (strongSwan's charon with
+    /// the kernel-espgw plugin) installs negotiated SAs and policies through it, beside the
+    /// static ones (docs/sa-contract.md).
+    #[arg(long)]
+    keying_socket: Option<PathBuf>,
+    /// Besides root, the user allowed to connect to the keying socket.
+    #[arg(long, requires = "keying_socket")]
+    keying_user: Option<String>,
 }
 
 fn load_config(
@@ -240,6 +248,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                     state: a.state,
                     user: a.user,
                     seccomp: a.seccomp,
+                    keying_socket: a.keying_socket,
+                    keying_user: a.keying_user,
                 },
                 p,
             )?;

@@ -181,7 +181,11 @@ impl SeqStore {
     /// the first block. Call before the tables are published.
     pub fn attach(&self, tables: &Tables) -> Result<(), StoreError> {
         for sa in &tables.sas {
-            if sa.state.persisted.load(Ordering::Acquire) {
+            // Negotiated SAs get fresh keys at every negotiation and are never installed
+            // again after a restart (the daemon renegotiates): nothing to persist.
+            if sa.state.persisted.load(Ordering::Acquire)
+                || espgw_keying::db::is_negotiated(&sa.config)
+            {
                 continue;
             }
             let path = self.path(sa);
@@ -250,7 +254,11 @@ impl SeqStore {
     pub fn save_inbound(&self, tables: &Tables) -> Result<(), StoreError> {
         let mut g = self.inbound.lock().unwrap_or_else(|e| e.into_inner());
         g.1 = Some(Instant::now());
-        for sa in tables.sas.iter().filter(|s| s.direction == Direction::In) {
+        for sa in tables
+            .sas
+            .iter()
+            .filter(|s| s.direction == Direction::In && s.state.persisted.load(Ordering::Acquire))
+        {
             let top = sa
                 .state
                 .replay

@@ -70,6 +70,30 @@ pub struct Account {
     pub gid: u32,
 }
 
+/// The user id of the process at the other end of a connected Unix stream socket
+/// (`SO_PEERCRED`, set by the kernel at connect time: the peer cannot forge it).
+pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `ucred` is plain old data; getsockopt fills it in.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `fd` is a live descriptor for the borrow; `cred` and `len` are live locals
+    // of the sizes passed.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
 /// Looks `name` up in the user database (`None`: no such user).
 pub fn lookup_user(name: &str) -> io::Result<Option<Account>> {
     let cname = CString::new(name)

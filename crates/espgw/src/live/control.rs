@@ -148,13 +148,17 @@ fn drops_map(get: impl Fn(DropReason) -> u64) -> Value {
 /// What `show WHAT` returns.
 pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
     let t = shared.tables();
-    let cfg = shared
+    let mut cfg = shared
         .config
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    if let Some(k) = &shared.keying {
+        k.merge_into(&mut cfg);
+    }
     Ok(match what {
-        "sa" | "sas" => show_sas(&t),
+        "sa" | "sas" => show_sas(&t, shared),
+        "keying" => show_keying(shared),
         "policy" | "policies" => show_policies(&cfg),
         "route" | "routes" => show_routes(&cfg),
         "neighbour" | "neighbours" | "neighbor" | "neighbors" => show_neighbours(&t, shared),
@@ -162,14 +166,42 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
         "stats" => show_stats(&t, shared),
         o => {
             return Err(format!(
-                "cannot show '{o}' (sa, policy, routes, neighbours, ports, stats)"
+                "cannot show '{o}' (sa, policy, routes, neighbours, ports, stats, keying)"
             ))
         }
     })
 }
 
-/// Every SA: keys' algorithm, endpoints, sequence state, counters.
-fn show_sas(t: &Tables) -> Value {
+/// The SA contract: whether a daemon is connected, what it installed, what was sent.
+fn show_keying(shared: &Shared) -> Value {
+    let Some(k) = &shared.keying else {
+        return json!({"enabled": false});
+    };
+    let (sas, policies) = k.len();
+    let c = &k.counters;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    json!({
+        "enabled": true,
+        "negotiated_sas": sas,
+        "negotiated_policies": policies,
+        "sessions": n(&c.sessions),
+        "refused_connections": n(&c.refused),
+        "sas_installed": n(&c.sas_installed),
+        "sas_deleted": n(&c.sas_deleted),
+        "expire_soft_sent": n(&c.expired_soft),
+        "expire_hard_sent": n(&c.expired_hard),
+        "requests_refused": n(&c.errors),
+    })
+}
+
+/// Every SA: keys' algorithm, endpoints, sequence state, counters; for a negotiated SA
+/// its reqid and the seconds its hard lifetime leaves.
+fn show_sas(t: &Tables, shared: &Shared) -> Value {
+    let negotiated = shared
+        .keying
+        .as_ref()
+        .map(|k| k.lifetimes(std::time::Instant::now()))
+        .unwrap_or_default();
     Value::Array(
         t.sas
             .iter()
@@ -202,6 +234,9 @@ fn show_sas(t: &Tables) -> Value {
                     "max_inner": if sa.max_inner == usize::MAX { Value::Null } else { sa.max_inner.into() },
                     "expired": sa.state.hard_expired.load(Ordering::Relaxed)
                         || sa.state.exhausted.load(Ordering::Relaxed),
+                    "source": if espgw_keying::db::is_negotiated(&sa.config) { "ike" } else { "static" },
+                    "reqid": negotiated.get(&(sa.direction, sa.spi)).map(|n| n.0),
+                    "lifetime_left_s": negotiated.get(&(sa.direction, sa.spi)).and_then(|n| n.1),
                 })
             })
             .collect(),

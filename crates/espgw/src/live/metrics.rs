@@ -83,7 +83,53 @@ pub fn render(shared: &Shared) -> String {
     render_ports(&mut o, shared, &t, &tot);
     render_host(&mut o, &tot);
     render_lifecycle(&mut o, shared);
+    render_keying(&mut o, shared);
     o
+}
+
+/// The SA contract (with `--keying-socket`): negotiated SAs installed, deleted and
+/// expired (a soft expiry is a rekey), and the SAs and policies held now.
+fn render_keying(o: &mut String, shared: &Shared) {
+    let Some(k) = &shared.keying else { return };
+    let c = &k.counters;
+    family(
+        o,
+        "espgw_keying_sa_changes_total",
+        "counter",
+        "Negotiated SAs installed, deleted, and told to the IKE daemon as expired (soft: rekey; hard).",
+    );
+    for (what, v) in [
+        ("installed", &c.sas_installed),
+        ("deleted", &c.sas_deleted),
+        ("expired_soft", &c.expired_soft),
+        ("expired_hard", &c.expired_hard),
+    ] {
+        let _ = writeln!(
+            o,
+            "espgw_keying_sa_changes_total{{change=\"{what}\"}} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
+    let (sas, policies) = k.len();
+    family(
+        o,
+        "espgw_keying_negotiated",
+        "gauge",
+        "SAs and policies the IKE daemon has installed now.",
+    );
+    let _ = writeln!(o, "espgw_keying_negotiated{{kind=\"sa\"}} {sas}");
+    let _ = writeln!(o, "espgw_keying_negotiated{{kind=\"policy\"}} {policies}");
+    family(
+        o,
+        "espgw_keying_sessions_total",
+        "counter",
+        "IKE daemon sessions started (HELLO accepted).",
+    );
+    let _ = writeln!(
+        o,
+        "espgw_keying_sessions_total {}",
+        c.sessions.load(Ordering::Relaxed)
+    );
 }
 
 fn sa_labels(sa: &espgw_core::sa::Sa) -> String {

@@ -7,6 +7,7 @@ pub mod confine;
 pub mod conn;
 pub mod control;
 pub mod error;
+pub mod keying;
 pub mod log;
 pub mod metrics;
 mod ports;
@@ -76,6 +77,10 @@ pub struct RunOptions {
     pub state: crate::seq_store::StateArgs,
     pub user: Option<String>,
     pub seccomp: confine::SeccompArg,
+    /// The SA contract's socket for an IKE daemon (none: static keys only).
+    pub keying_socket: Option<PathBuf>,
+    /// Besides root, the user the IKE daemon runs as.
+    pub keying_user: Option<String>,
 }
 
 /// The TUN prefix of an interface name: `interface = "tun:espgw0"`.
@@ -229,9 +234,10 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayE
             )));
         }
         apply_facts(&mut cfg, &shared.facts);
+        let merged = with_negotiated(shared, &cfg)?;
         let old = shared.tables();
         let t = build_tables(
-            &cfg,
+            &merged,
             shared.provider.as_ref(),
             Some(&old),
             &shared.neighbours,
@@ -270,6 +276,43 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayE
     res
 }
 
+/// The static configuration `cfg` with the negotiated SAs and policies added, validated.
+fn with_negotiated(shared: &Shared, cfg: &Config) -> Result<Config, GatewayError> {
+    let Some(k) = &shared.keying else {
+        return Ok(cfg.clone());
+    };
+    let mut merged = cfg.clone();
+    k.merge_into(&mut merged);
+    merged.validate()?;
+    Ok(merged)
+}
+
+/// Publishes tables built from the static configuration in force and the negotiated
+/// database `db` (the caller holds `reload_lock`). Nothing changes on failure.
+pub(crate) fn publish_with(
+    shared: &Shared,
+    db: &espgw_keying::KeyingDb,
+) -> Result<(), GatewayError> {
+    let mut cfg = shared
+        .config
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    db.merge_into(&mut cfg);
+    cfg.validate()?;
+    let old = shared.tables();
+    let t = build_tables(
+        &cfg,
+        shared.provider.as_ref(),
+        Some(&old),
+        &shared.neighbours,
+        &shared.facts,
+        shared.seq_store.as_ref(),
+    )?;
+    shared.install(t);
+    Ok(())
+}
+
 /// The gateway's housekeeping until it stops: outbound reservations kept ahead of the
 /// data path and inbound windows on disk (every 10 ms), SA events reported and the
 /// neighbour cache aged (every 100 ms). A failing state directory is logged (once a second at most): the SAs then stop
@@ -288,6 +331,9 @@ fn housekeeping(shared: &Shared) {
         }
         if round.is_multiple_of(10) {
             report_sa_events(shared);
+            if let Some(k) = &shared.keying {
+                keying::tick(shared, k, &shared.tables());
+            }
             shared.neighbours.expire(Instant::now());
         }
         round += 1;
@@ -303,6 +349,9 @@ fn report_sa_events(shared: &Shared) {
     for sa in &tables.sas {
         for event in sa.state.take_new_events() {
             shared.sa_events[event as usize].fetch_add(1, Ordering::Relaxed);
+            if let Some(k) = &shared.keying {
+                keying::sa_event(k, sa.direction, sa.spi, event);
+            }
             let c = &sa.state.counters;
             crate::warn!(&format!("sa_{}", event.name()), "sa" => sa.label,
                 "spi" => format!("0x{:08x}", sa.spi), "direction" => sa.direction,
@@ -310,6 +359,28 @@ fn report_sa_events(shared: &Shared) {
                 "last_seq" => sa.state.last_seq());
         }
     }
+}
+
+/// The SA contract's socket, where asked for, and the keying state it serves.
+fn open_keying(
+    opts: &RunOptions,
+    shared: &mut Shared,
+) -> Result<Option<keying::KeyingServer>, GatewayError> {
+    let Some(path) = &opts.keying_socket else {
+        return Ok(None);
+    };
+    let account = match &opts.keying_user {
+        Some(u) => Some(
+            espgw_io::process::lookup_user(u)
+                .map_err(|e| GatewayError::Setting(format!("--keying-user {u}: {e}")))?
+                .ok_or_else(|| GatewayError::Setting(format!("--keying-user {u}: no such user")))?,
+        ),
+        None => None,
+    };
+    let server = keying::KeyingServer::bind(path, account.as_ref())
+        .map_err(|e| GatewayError::Listener(format!("keying socket {}: {e}", path.display())))?;
+    shared.keying = Some(keying::Keying::new(account.map(|a| a.uid)));
+    Ok(Some(server))
 }
 
 /// Starts the gateway's threads (after [`confine::confine`], so each inherits its
@@ -412,7 +483,7 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
             "mac" => format_mac(&f.mac), "mtu" => f.mtu);
     }
     let n_sas = tables.sas.len();
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         tables,
         cache,
         workers,
@@ -422,7 +493,9 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
         facts,
         provider.clone(),
         store,
-    ));
+    );
+    let keying_server = open_keying(&opts, &mut shared)?;
+    let shared = Arc::new(shared);
     // Everything that needs privileges is opened here, before the switch.
     let control =
         control::Server::bind(&opts.control).map_err(|e| GatewayError::Listener(e.to_string()))?;
@@ -467,6 +540,13 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
     }
     let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)
         .map_err(GatewayError::Threads)?;
+    if let Some(server) = keying_server {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("espgw-keying".into())
+            .spawn(move || server.serve(s))
+            .map_err(|e| GatewayError::Threads(e.to_string()))?;
+    }
     crate::info!("started", "config" => path.display(), "workers" => workers,
         "sas" => n_sas, "crypto" => provider.name(), "control" => opts.control.display(),
         "metrics" => opts.metrics.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),

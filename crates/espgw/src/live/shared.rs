@@ -58,6 +58,8 @@ pub struct Shared {
     pub seq_store: Option<crate::seq_store::SeqStore>,
     /// SAs that reached each [`espgw_core::sa::SaEvent`] (in its order), for metrics.
     pub sa_events: [AtomicU64; 3],
+    /// The SA contract with an IKE daemon (`--keying-socket`), where enabled.
+    pub keying: Option<super::keying::Keying>,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl Shared {
             reload_lock: Mutex::new(()),
             seq_store,
             sa_events: Default::default(),
+            keying: None,
         }
     }
 
@@ -110,6 +113,15 @@ impl Shared {
     pub fn install(&self, t: Tables) {
         *self.tables.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(t);
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether the static configuration has an SA of `dir` with `spi`.
+    pub fn static_sa(&self, dir: espgw_config::Direction, spi: u32) -> bool {
+        self.config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sa(dir, spi)
+            .is_some()
     }
 
     pub fn stopping(&self) -> bool {

@@ -66,9 +66,13 @@ port = "south"
 
 
 def strongswan_conf(socket):
+    """charon with kernel-espgw (socket given) or, for stock strongSwan, kernel-libipsec
+    (its own userspace ESP on a TUN device, routes through it installed by charon)."""
+    backend = "kernel-espgw" if socket else "kernel-libipsec"
+    routes = "no" if socket else "yes"
     return f"""charon {{
-  load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default kernel-espgw kernel-netlink vici
-  install_routes = no
+  load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default {backend} kernel-netlink vici
+  install_routes = {routes}
   install_virtual_ip = no
   filelog {{
     stderr {{
@@ -89,10 +93,11 @@ def strongswan_conf(socket):
 """
 
 
-def swanctl_conf(side):
+def swanctl_conf(side, encap=False, trap=False):
     return f"""connections {{
   tunnel {{
     version = 2
+    encap = {"yes" if encap else "no"}
     local_addrs = {side['me']}
     remote_addrs = {side['peer']}
     proposals = aes128gcm16-prfsha256-modp2048
@@ -109,6 +114,7 @@ def swanctl_conf(side):
         local_ts = {side['local_ts']}
         remote_ts = {side['remote_ts']}
         esp_proposals = aes128gcm16
+        start_action = {"trap" if trap else "none"}
       }}
     }}
   }}
@@ -127,8 +133,57 @@ def show(ctl, what):
     return json.loads(sh(ESPGW, "show", what, "--json", "--control", str(ctl)).stdout)
 
 
-@pytest.fixture
-def ike_bed(tmp_path):
+def start_espgw(g, side, d, procs):
+    """espgw on the gateway's ports, the SA contract on; the kernel keeps the transport
+    address for charon, and nftables keeps ESP from it."""
+    for link in ("south", "north"):
+        ns(g, "ethtool", "-K", link, "tx", "off", "rx", "off", check=False)
+    ns(g, "ip", "addr", "add", f"{side['me']}/24", "dev", "north")
+    ns(g, "nft", "add table inet espgw-ike; "
+                 "add chain inet espgw-ike input { type filter hook input priority 0; }; "
+                 "add rule inet espgw-ike input meta l4proto esp drop; "
+                 "add rule inet espgw-ike input udp dport 4500 @th,64,32 != 0 drop")
+    cfg = d / "gw.toml"
+    cfg.write_text(gateway_config(side))
+    cfg.chmod(0o600)
+    ctl, keying = d / "ctl.sock", d / "keying.sock"
+    log = open(d / "espgw.log", "w")
+    procs.append(subprocess.Popen(
+        ["ip", "netns", "exec", g, ESPGW, "run", "--config", str(cfg), "--io", "af-packet",
+         "--control", str(ctl), "--keying-socket", str(keying), "--state-dir", str(d / "state"),
+         "--user", "root"], stdout=log, stderr=log))
+    assert wait_for(lambda: ctl.exists() and keying.exists(), timeout=10), \
+        (d / "espgw.log").read_text()
+    return ctl, keying
+
+
+def start_stock_strongswan(g, side):
+    """gw2 as any strongSwan gateway: the kernel forwards, kernel-libipsec encrypts."""
+    ns(g, "ip", "addr", "add", f"{side['me']}/24", "dev", "north")
+    ns(g, "ip", "addr", "add", side["inside"], "dev", "south")
+    ns(g, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+
+
+def start_charon(g, side, d, keying, encap, procs):
+    (d / "run/strongswan.conf").write_text(strongswan_conf(keying))
+    # gw1 traps: its first outbound packet starts the negotiation (ACQUIRE).
+    (d / "run/swanctl.conf").write_text(swanctl_conf(side, encap, trap=g == GW1))
+    clog = open(d / "charon.log", "w")
+    procs.append(subprocess.Popen(
+        ["ip", "netns", "exec", g, "unshare", "-m", "sh", "-c",
+         f"mount --bind {d / 'run'} /run && STRONGSWAN_CONF=/run/strongswan.conf "
+         "exec /usr/lib/ipsec/charon"], stdout=clog, stderr=clog))
+    vici = d / "run/charon.vici"
+    assert wait_for(lambda: vici.exists(), timeout=10), (d / "charon.log").read_text()
+    ns(g, "swanctl", "--load-all", "--file", str(d / "run/swanctl.conf"),
+       "--uri", f"unix://{vici}")
+
+
+@pytest.fixture(params=["espgw", "strongswan"])
+def ike_bed(request, tmp_path):
+    """gw1 is espgw + charon + kernel-espgw; gw2 the same, or stock strongSwan
+    (kernel-libipsec, which speaks ESP only inside UDP: both sides then encapsulate)."""
+    peer = request.param
     build_plugin(tmp_path)
     names = (H1, GW1, GW2, H2)
     for n in names:
@@ -147,44 +202,20 @@ def ike_bed(tmp_path):
         ns(h, "ip", "addr", "add", addr, "dev", "eth0")
         ns(h, "ip", "link", "set", "eth0", "up")
         ns(h, "ip", "route", "add", "default", "via", gw)
-    procs = []
-    ctls = {}
+    procs, ctls = [], {}
+    encap = peer == "strongswan"
     for g, side in SIDES.items():
         for link in ("south", "north"):
             ns(g, "ip", "link", "set", link, "up")
-            ns(g, "ethtool", "-K", link, "tx", "off", "rx", "off", check=False)
-        # The kernel holds the transport address for charon; ESP is espgw's alone.
-        ns(g, "ip", "addr", "add", f"{side['me']}/24", "dev", "north")
-        ns(g, "nft", "add table inet espgw-ike; "
-                     "add chain inet espgw-ike input { type filter hook input priority 0; }; "
-                     "add rule inet espgw-ike input meta l4proto esp drop; "
-                     "add rule inet espgw-ike input udp dport 4500 @th,64,32 != 0 drop")
         d = tmp_path / g
         (d / "run").mkdir(parents=True)
-        cfg = d / "gw.toml"
-        cfg.write_text(gateway_config(side))
-        cfg.chmod(0o600)
-        ctl, keying = d / "ctl.sock", d / "keying.sock"
-        log = open(d / "espgw.log", "w")
-        procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", g, ESPGW, "run", "--config", str(cfg), "--io", "af-packet",
-             "--control", str(ctl), "--keying-socket", str(keying), "--state-dir", str(d / "state"),
-             "--user", "root"], stdout=log, stderr=log))
-        assert wait_for(lambda: ctl.exists() and keying.exists(), timeout=10), \
-            (d / "espgw.log").read_text()
-        ctls[g] = ctl
-        (d / "run/strongswan.conf").write_text(strongswan_conf(keying))
-        (d / "run/swanctl.conf").write_text(swanctl_conf(side))
-        clog = open(d / "charon.log", "w")
-        procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", g, "unshare", "-m", "sh", "-c",
-             f"mount --bind {d / 'run'} /run && STRONGSWAN_CONF=/run/strongswan.conf "
-             "exec /usr/lib/ipsec/charon"], stdout=clog, stderr=clog))
-        vici = d / "run/charon.vici"
-        assert wait_for(lambda: vici.exists(), timeout=10), (d / "charon.log").read_text()
-        ns(g, "swanctl", "--load-all", "--file", str(d / "run/swanctl.conf"),
-           "--uri", f"unix://{vici}")
-    yield dict(tmp=tmp_path, ctls=ctls)
+        if g == GW2 and peer == "strongswan":
+            start_stock_strongswan(g, side)
+            keying = None
+        else:
+            ctls[g], keying = start_espgw(g, side, d, procs)
+        start_charon(g, side, d, keying, encap, procs)
+    yield dict(tmp=tmp_path, ctls=ctls, peer=peer)
     for p in reversed(procs):
         p.terminate()
     for p in procs:
@@ -198,34 +229,58 @@ def ike_bed(tmp_path):
 
 
 def test_ikev2_negotiates_sas_that_espgw_carries(ike_bed):
-    tmp, ctls = ike_bed["tmp"], ike_bed["ctls"]
+    """espgw + charon against espgw + charon (raw ESP), and against stock strongSwan
+    (kernel-libipsec, ESP in UDP 4500): IKE_SA and CHILD_SA established, the SAs in espgw,
+    hosts ping through, the counters reach charon."""
+    tmp, ctls, peer = ike_bed["tmp"], ike_bed["ctls"], ike_bed["peer"]
     vici = tmp / GW1 / "run/charon.vici"
     out = ns(GW1, "swanctl", "--initiate", "--child", "net", "--timeout", "20",
              "--uri", f"unix://{vici}", check=False)
-    logs = "\n".join((tmp / g / f).read_text() for g in (GW1, GW2)
-                     for f in ("charon.log", "espgw.log"))
+    logs = "\n".join(p.read_text() for g in (GW1, GW2)
+                     for p in (tmp / g / "charon.log", tmp / g / "espgw.log") if p.exists())
     assert out.returncode == 0, out.stdout + out.stderr + logs
-    # Each gateway holds one inbound and one outbound negotiated SA (AES-128-GCM).
-    for g in (GW1, GW2):
-        assert wait_for(lambda: len([s for s in show(ctls[g], "sa") if s["source"] == "ike"]) == 2,
-                        timeout=10), show(ctls[g], "sa")
-        sas = [s for s in show(ctls[g], "sa") if s["source"] == "ike"]
+    # Each espgw holds one inbound and one outbound negotiated SA (AES-128-GCM).
+    for g, ctl in ctls.items():
+        assert wait_for(lambda: len([s for s in show(ctl, "sa") if s["source"] == "ike"]) == 2,
+                        timeout=10), show(ctl, "sa")
+        sas = [s for s in show(ctl, "sa") if s["source"] == "ike"]
         assert sorted(s["direction"] for s in sas) == ["in", "out"], sas
         assert all(s["algorithm"] == "aes-128-gcm" and s["reqid"] for s in sas), sas
-        k = show(ctls[g], "keying")
+        assert all(s["udp_encap"] == (peer == "strongswan") for s in sas), sas
+        k = show(ctl, "keying")
         assert k["sessions"] == 1 and k["negotiated_sas"] == 2, k
-    # The SPIs agree: gw1's outbound is gw2's inbound and the other way round.
-    spis = {g: {s["direction"]: s["spi"] for s in show(ctls[g], "sa") if s["source"] == "ike"}
-            for g in (GW1, GW2)}
-    assert spis[GW1]["out"] == spis[GW2]["in"] and spis[GW2]["out"] == spis[GW1]["in"], spis
+    if peer == "espgw":
+        # The SPIs agree: gw1's outbound is gw2's inbound and the other way round.
+        spis = {g: {s["direction"]: s["spi"] for s in show(ctls[g], "sa")
+                    if s["source"] == "ike"} for g in (GW1, GW2)}
+        assert spis[GW1]["out"] == spis[GW2]["in"], spis
+        assert spis[GW2]["out"] == spis[GW1]["in"], spis
     ping = ns(H1, "ping", "-c", "5", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
     assert " 0% packet loss" in ping.stdout, ping.stdout + logs
-    out_sa = [s for s in show(ctls[GW1], "sa") if s["source"] == "ike" and s["direction"] == "out"]
-    assert out_sa[0]["packets"] >= 5, out_sa
-    in_sa = [s for s in show(ctls[GW2], "sa") if s["source"] == "ike" and s["direction"] == "in"]
-    assert in_sa[0]["packets"] >= 5, in_sa
-    # charon sees the counters through the plugin (QUERY_SA).
+    sas = {s["direction"]: s for s in show(ctls[GW1], "sa") if s["source"] == "ike"}
+    assert sas["out"]["packets"] >= 5 and sas["in"]["packets"] >= 5, sas
+    # charon sees espgw's counters through the plugin (QUERY_SA).
     listed = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici}").stdout
     assert "INSTALLED" in listed, listed
     outbound = re.search(r"\bout\s+\S+,\s+(\d+) bytes,\s+(\d+) packets", listed)
     assert outbound and int(outbound.group(2)) >= 5, listed
+
+
+def test_traffic_before_the_sa_exists_starts_negotiation(ike_bed):
+    """gw1's trap policy: plaintext before any SA is dropped (counted as `acquire`), espgw
+    sends ACQUIRE, charon negotiates, and the rest of the traffic goes through."""
+    tmp, ctls = ike_bed["tmp"], ike_bed["ctls"]
+    policies = show(ctls[GW1], "policy")
+    assert any(p["action"].startswith("acquire reqid") for p in policies), policies
+    ping = ns(H1, "ping", "-c", "15", "-i", "0.2", "-W", "1", "203.0.113.10", check=False)
+    received = int(re.search(r"(\d+) received", ping.stdout).group(1))
+    logs = "\n".join(p.read_text() for g in (GW1, GW2)
+                     for p in (tmp / g / "charon.log", tmp / g / "espgw.log") if p.exists())
+    assert received >= 8, ping.stdout + logs
+    stats = show(ctls[GW1], "stats")
+    assert stats["drops"].get("acquire", 0) >= 1, stats
+    k = show(ctls[GW1], "keying")
+    assert k["acquires_sent"] >= 1 and k["negotiated_sas"] == 2, k
+    vici = tmp / GW1 / "run/charon.vici"
+    listed = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici}").stdout
+    assert "ESTABLISHED" in listed and "INSTALLED" in listed, listed

@@ -54,6 +54,7 @@ reasons! {
     AhUnsupported => "ah_unsupported", "AH behind an IPv4 source route or IPv6 routing header (not implemented)";
     Reassembly => "reassembly", "fragment not reassembled (timeout, overlap, size or memory limit)";
     TxFull => "tx_full", "transmit ring full";
+    Acquire => "acquire", "no SA negotiated yet: the IKE daemon was asked for one";
 }
 
 /// How many drop reasons there are (the length of per-reason counter arrays).

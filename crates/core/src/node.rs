@@ -200,6 +200,12 @@ impl Node {
         }
     }
 
+    /// Trap policies hit since the last call: (reqid, the first packet's selectors), one
+    /// per reqid. The live gateway asks the IKE daemon to negotiate these SAs.
+    pub fn take_acquires(&mut self) -> Vec<(u32, crate::flow::FlowKey)> {
+        self.pipeline.take_acquires()
+    }
+
     /// The data plane's counters (received, sent, encrypted, drops by reason).
     pub fn counters(&self) -> &WorkerCounters {
         &self.pipeline.counters

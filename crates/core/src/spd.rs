@@ -33,6 +33,8 @@ pub enum SpdAction {
     Bypass,
     /// Drop.
     Discard,
+    /// Drop, and have the IKE daemon negotiate the SA of this reqid (outbound).
+    Acquire(u32),
 }
 
 /// One rule, as the tables hold it.

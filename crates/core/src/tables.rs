@@ -304,6 +304,7 @@ fn build_spd(cfg: &Config, sas: &[Sa]) -> Result<SpdRules, ConfigError> {
         let action = match p.action {
             Action::Bypass => SpdAction::Bypass,
             Action::Discard => SpdAction::Discard,
+            Action::Acquire { reqid } => SpdAction::Acquire(reqid),
             Action::Protect(spi) => SpdAction::Protect(index(spi)?),
             Action::Bundle { esp, ah } => {
                 let (esp, ah) = (index(esp)?, index(ah)?);

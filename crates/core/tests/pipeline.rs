@@ -533,3 +533,44 @@ fn sequence_numbers_stay_consecutive_across_bursts_of_mixed_traffic() {
     assert_eq!(seqs, vec![1, 2, 3]);
     assert_eq!(t.sas[0].state.last_seq(), 3);
 }
+
+/// A trap policy (an IPsec policy whose SA the IKE daemon has not negotiated yet) drops
+/// its traffic as `acquire` and reports its reqid once with the first packet's selectors,
+/// however many packets hit it.
+#[test]
+fn a_trap_policy_drops_and_asks_for_its_sa_once() {
+    let p = default_provider();
+    let mut c = tunnel4(Direction::Out, false, |_| {});
+    c.policies
+        .iter_mut()
+        .for_each(|p| p.action = Action::Acquire { reqid: 7 });
+    let t = tables(&c, p.as_ref());
+    let frames: Vec<Vec<u8>> = (0..5)
+        .map(|i| frame(true, 0, &[i; 10], 10 + i, 0))
+        .collect();
+    let (pkts, mut pipe) = run(&t, Direction::Out, &frames);
+    assert!(pkts
+        .iter()
+        .all(|p| p.verdict == Verdict::Drop(DropReason::Acquire)));
+    assert_eq!(pipe.counters.dropped(DropReason::Acquire), 5);
+    let acq = pipe.take_acquires();
+    assert_eq!(acq.len(), 1, "{acq:?}");
+    assert_eq!(acq[0].0, 7);
+    assert!(acq[0].1.v4 && acq[0].1.proto == 17 && acq[0].1.dport == 53);
+    assert_eq!(
+        acq[0].1.dst >> 8,
+        u128::from(u32::from_be_bytes([203, 0, 113, 0])) >> 8
+    );
+    assert!(pipe.take_acquires().is_empty());
+    // Inbound plaintext under a trap policy is plaintext that must be protected.
+    let mut c = tunnel4(Direction::In, false, |_| {});
+    c.policies
+        .iter_mut()
+        .for_each(|p| p.action = Action::Acquire { reqid: 7 });
+    let t = tables(&c, p.as_ref());
+    let (pkts, _) = run(&t, Direction::In, &frames[..1]);
+    assert_eq!(
+        pkts[0].verdict,
+        Verdict::Drop(DropReason::PlaintextProtected)
+    );
+}

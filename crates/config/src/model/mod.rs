@@ -320,6 +320,12 @@ pub enum Action {
     },
     Bypass,
     Discard,
+    /// An IPsec policy whose SA the IKE daemon has not negotiated yet (a trap policy):
+    /// packets are dropped and the daemon is asked to negotiate the SA of this reqid.
+    /// Only negotiated policies have it; no configuration format writes it.
+    Acquire {
+        reqid: u32,
+    },
 }
 
 /// One SPD rule. Higher priority wins; among equal priorities the earlier rule wins.

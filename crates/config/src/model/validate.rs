@@ -150,10 +150,18 @@ impl Config {
             .policies
             .iter()
             .enumerate()
-            .filter(|(_, p)| matches!(p.action, Action::Bypass | Action::Discard))
+            .filter(|(_, p)| {
+                matches!(
+                    p.action,
+                    Action::Bypass | Action::Discard | Action::Acquire { .. }
+                )
+            })
             .collect();
         for (i, p) in self.policies.iter().enumerate() {
-            if matches!(p.action, Action::Bypass | Action::Discard) {
+            if matches!(
+                p.action,
+                Action::Bypass | Action::Discard | Action::Acquire { .. }
+            ) {
                 continue;
             }
             let first = |j: usize, o: &PolicyConfig| {
@@ -241,7 +249,7 @@ impl Config {
             let need: &[(u32, Option<SaProto>)] = match p.action {
                 Action::Protect(spi) => &[(spi, None)],
                 Action::Bundle { esp, ah } => &[(esp, Some(SaProto::Esp)), (ah, Some(SaProto::Ah))],
-                Action::Bypass | Action::Discard => &[],
+                Action::Bypass | Action::Discard | Action::Acquire { .. } => &[],
             };
             for &(spi, proto) in need {
                 let Some(sa) = spis.get(&(p.direction, spi)) else {

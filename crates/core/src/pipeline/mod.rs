@@ -88,7 +88,12 @@ pub struct Pipeline {
     too_big: Vec<TooBig>,
     /// AH: the headers of the packet at hand with mutable fields zeroed.
     ah_scratch: Vec<u8>,
+    /// Trap policies hit since last taken: (reqid, the first packet's selectors).
+    acquires: Vec<(u32, FlowKey)>,
 }
+
+/// The most acquisitions a pipeline keeps until they are taken (one per reqid).
+const MAX_ACQUIRES: usize = 64;
 
 /// The node's host stage, run by the pipeline's first pass over a burst received on
 /// `port` (see [`crate::node::Node::receive`]).
@@ -128,6 +133,7 @@ impl Pipeline {
             unresolved: Vec::new(),
             too_big: Vec::new(),
             ah_scratch: Vec::new(),
+            acquires: Vec::new(),
         }
     }
 
@@ -145,6 +151,19 @@ impl Pipeline {
     /// is unresolved; the caller holds them or counts them as `no_neighbour` drops.
     pub fn take_unresolved(&mut self) -> Vec<Unresolved> {
         std::mem::take(&mut self.unresolved)
+    }
+
+    /// Trap policies hit since the last call, one per reqid with the first packet's
+    /// selectors: the IKE daemon is to negotiate their SAs.
+    pub fn take_acquires(&mut self) -> Vec<(u32, FlowKey)> {
+        std::mem::take(&mut self.acquires)
+    }
+
+    /// Records that a trap policy was hit (bounded; one entry per reqid).
+    fn acquire(&mut self, reqid: u32, key: FlowKey) {
+        if self.acquires.len() < MAX_ACQUIRES && self.acquires.iter().all(|a| a.0 != reqid) {
+            self.acquires.push((reqid, key));
+        }
     }
 
     /// The packets of the last burst too big for their SA's path MTU; the caller
@@ -284,6 +303,11 @@ impl Pipeline {
                 self.drop_pkt(p, DropReason::PolicyDiscard);
                 Slot::Done
             }
+            Some(SpdAction::Acquire(reqid)) => {
+                self.acquire(reqid, info.key);
+                self.drop_pkt(p, DropReason::Acquire);
+                Slot::Done
+            }
             Some(SpdAction::Bypass) => self.bypass(p, &info),
             Some(SpdAction::Protect(sa)) if t.sas[sa as usize].proto == SaProto::Ah => {
                 self.protect_ah(t, sa, p, &info, remaining)
@@ -318,7 +342,7 @@ impl Pipeline {
             Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),
-                Some(SpdAction::Protect(_) | SpdAction::Bundle { .. }) => {
+                Some(SpdAction::Protect(_) | SpdAction::Bundle { .. } | SpdAction::Acquire(_)) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
                     Slot::Done
                 }

@@ -191,6 +191,7 @@ fn show_keying(shared: &Shared) -> Value {
         "expire_soft_sent": n(&c.expired_soft),
         "expire_hard_sent": n(&c.expired_hard),
         "requests_refused": n(&c.errors),
+        "acquires_sent": n(&c.acquires),
     })
 }
 
@@ -263,6 +264,7 @@ fn show_policies(cfg: &Config) -> Value {
                     }
                     Action::Bypass => "bypass".into(),
                     Action::Discard => "discard".into(),
+                    Action::Acquire { reqid } => format!("acquire reqid {reqid}"),
                 };
                 let range = |lo: u64, hi: u64, max: u64| {
                     if lo == 0 && hi == max {

@@ -128,6 +128,10 @@ impl Worker {
     }
 
     fn publish(&mut self) {
+        let acquires = self.node.take_acquires();
+        if let Some(k) = &self.shared.keying {
+            k.note_acquires(acquires);
+        }
         let ports = self
             .ports
             .iter_mut()

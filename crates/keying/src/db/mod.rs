@@ -11,8 +11,8 @@
 //!   addresses; UDP encapsulation ports as on the wire);
 //! - a policy becomes one rule per pair of address prefixes its selectors' ranges cover;
 //!   `in` and `fwd` are both espgw's inbound check (a `fwd` identical to an `in` adds
-//!   nothing); its action protects with the SA its SPI names, or discards while that SA
-//!   does not exist yet (a trap policy waiting for negotiation);
+//!   nothing); its action protects with the SA its SPI names, or, while that SA does
+//!   not exist yet (a trap policy), discards: outbound with an ACQUIRE for its reqid;
 //! - priorities: strongSwan's lower-wins number becomes espgw's higher-wins one, below
 //!   every static rule (`-1 - priority`): the operator's file has the last word.
 //!
@@ -445,7 +445,8 @@ fn action_of(p: &AddPolicy, dir: Direction, present: &impl Fn(Direction, u32) ->
                 (Some(e), None, _, None) => Action::Protect(e),
                 (None, Some(a), None, _) => Action::Protect(a),
                 // The SA (or one of a bundle's) is not installed yet: nothing may pass in
-                // the clear meanwhile.
+                // the clear meanwhile; outbound, a packet asks the daemon to negotiate it.
+                _ if dir == Direction::Out && p.reqid != 0 => Action::Acquire { reqid: p.reqid },
                 _ => Action::Discard,
             }
         }

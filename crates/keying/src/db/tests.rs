@@ -159,7 +159,10 @@ fn a_trap_policy_discards_until_its_sa_exists_and_references_are_counted() {
     db.add_policy(policy(PolicyDir::Out, None)).unwrap();
     let mut cfg = base_config();
     db.merge_into(&mut cfg);
-    assert_eq!(cfg.policies.last().unwrap().action, Action::Discard);
+    assert_eq!(
+        cfg.policies.last().unwrap().action,
+        Action::Acquire { reqid: 1 }
+    );
 
     // Rekey: charon re-adds the policy with the new SA, then deletes one reference.
     db.add_sa(gcm_sa(0xc0ffee02, false), now, |_, _| false)

@@ -22,10 +22,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use espgw_config::Direction;
+use espgw_core::flow::FlowKey;
 use espgw_core::sa::SaEvent;
 use espgw_core::Tables;
+use espgw_keying::db::host_selector;
 use espgw_keying::frame::{split, MAX_FRAME};
-use espgw_keying::message::{ErrorCode, Event, ReplyData, SaId};
+use espgw_keying::message::{ErrorCode, Event, ReplyData, SaId, TrafficSelector};
 use espgw_keying::{KeyingDb, KeyingError, Message, Reply, Request, PROTOCOL_VERSION};
 
 use super::shared::Shared;
@@ -47,6 +49,8 @@ pub struct KeyingCounters {
     pub expired_hard: AtomicU64,
     /// Requests refused.
     pub errors: AtomicU64,
+    /// ACQUIRE events sent.
+    pub acquires: AtomicU64,
 }
 
 /// The keying side of the gateway's shared state.
@@ -58,9 +62,19 @@ pub struct Keying {
     /// Per negotiated SA: packets at the last look and when they last changed.
     usage: Mutex<HashMap<(Direction, u32), (u64, Instant)>>,
     allowed_uid: Option<u32>,
+    /// Trap policies the workers saw hit since the last tick, by reqid.
+    acquires: Mutex<HashMap<u32, FlowKey>>,
+    /// When an ACQUIRE was last sent, by reqid (one a second at most: the daemon is
+    /// negotiating meanwhile).
+    acquired: Mutex<HashMap<u32, Instant>>,
     /// What happened, counted.
     pub counters: KeyingCounters,
 }
+
+/// The least time between two ACQUIREs for one reqid.
+const ACQUIRE_INTERVAL: Duration = Duration::from_secs(1);
+/// The most reqids with a pending acquisition.
+const MAX_ACQUIRES: usize = 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -74,7 +88,22 @@ impl Keying {
             session: Mutex::new(None),
             usage: Mutex::new(HashMap::new()),
             allowed_uid,
+            acquires: Mutex::new(HashMap::new()),
+            acquired: Mutex::new(HashMap::new()),
             counters: KeyingCounters::default(),
+        }
+    }
+
+    /// Trap policies a worker saw hit: sent as ACQUIRE at the next tick.
+    pub fn note_acquires(&self, hits: Vec<(u32, FlowKey)>) {
+        if hits.is_empty() {
+            return;
+        }
+        let mut a = lock(&self.acquires);
+        for (reqid, key) in hits {
+            if a.len() < MAX_ACQUIRES {
+                a.entry(reqid).or_insert(key);
+            }
         }
     }
 
@@ -445,6 +474,49 @@ pub fn tick(shared: &Shared, k: &Keying, tables: &Tables) {
     for e in events {
         send_expire(k, e);
     }
+    send_acquires(k, now);
+}
+
+/// ACQUIRE for each trap policy hit since the last tick, once a second per reqid at most.
+fn send_acquires(k: &Keying, now: Instant) {
+    let hits: Vec<(u32, FlowKey)> = lock(&k.acquires).drain().collect();
+    if hits.is_empty() {
+        return;
+    }
+    let mut last = lock(&k.acquired);
+    last.retain(|_, at| now.duration_since(*at) < ACQUIRE_INTERVAL * 10);
+    for (reqid, key) in hits {
+        if last
+            .get(&reqid)
+            .is_some_and(|at| now.duration_since(*at) < ACQUIRE_INTERVAL)
+        {
+            continue;
+        }
+        last.insert(reqid, now);
+        k.counters.acquires.fetch_add(1, Ordering::Relaxed);
+        let (src, dst) = selectors_of(&key);
+        k.send(&Message::Event(Event::Acquire { reqid, src, dst }));
+    }
+}
+
+/// The packet's source and destination as one-address selectors (ICMP's type and code
+/// stand in the ports in espgw's keys: not passed on as ports).
+fn selectors_of(k: &FlowKey) -> (TrafficSelector, TrafficSelector) {
+    let addr = |a: u128| -> std::net::IpAddr {
+        if k.v4 {
+            std::net::Ipv4Addr::from(a as u32).into()
+        } else {
+            std::net::Ipv6Addr::from(a).into()
+        }
+    };
+    let icmp = matches!(k.proto, 1 | 58);
+    let port = |p: u16| if icmp { 0 } else { p };
+    let mut src = host_selector(addr(k.src), k.proto, port(k.sport));
+    let mut dst = host_selector(addr(k.dst), k.proto, port(k.dport));
+    if icmp {
+        (src.to_port, dst.to_port) = (u16::MAX, u16::MAX);
+    }
+    (src, dst)
 }
 
 fn observe_usage(k: &Keying, tables: &Tables, now: Instant) {

@@ -270,12 +270,12 @@ fn a_new_session_flushes_the_old_one_and_a_session_must_start_with_hello() {
     ok_data(p.call(Request::AddPolicy(out_policy(None))));
     let t = sh.tables();
     assert_eq!(t.sas.len(), static_sas + 1);
-    // A trap policy without its SA discards.
+    // A trap policy without its SA drops and asks for negotiation.
     assert!(t
         .spd_out
         .rules()
         .iter()
-        .any(|r| r.action == espgw_core::spd::SpdAction::Discard && r.priority < 0));
+        .any(|r| r.action == espgw_core::spd::SpdAction::Acquire(3) && r.priority < 0));
 
     let mut again = connect(&sh);
     ok_data(again.call(Request::Hello { version: 1 }));

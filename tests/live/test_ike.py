@@ -10,6 +10,7 @@ espgw reads its ports with AF_PACKET, so the namespace's kernel sees every frame
 it holds the transport address for charon's IKE socket, and nftables keeps ESP (and
 ESP-in-UDP) away from it (it has no ESP and would answer with ICMP)."""
 import json
+import os
 import re
 import pathlib
 import shutil
@@ -73,6 +74,10 @@ def strongswan_conf(socket):
     return f"""charon {{
   load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default {backend} kernel-netlink vici
   install_routes = {routes}
+  # A dead peer is declared after about 5 s of silence (DPD), not after minutes.
+  retransmit_tries = 2
+  retransmit_timeout = 1
+  retransmit_base = 1.4
   install_virtual_ip = no
   filelog {{
     stderr {{
@@ -93,10 +98,22 @@ def strongswan_conf(socket):
 """
 
 
-def swanctl_conf(side, encap=False, trap=False):
+def swanctl_conf(side, encap=False, trap=False, opts=None):
+    """The connection; `opts` may set CHILD_SA and IKE_SA rekey times and their random
+    part (`rekey`, `ike_rekey`, `rand`), and the initiator of rekeys."""
+    opts = opts or {}
+    child_times = ""
+    if "rekey" in opts:
+        child_times = (f"rekey_time = {opts['rekey']}\n        rand_time = {opts.get('rand', '1s')}"
+                       f"\n        life_time = {opts.get('life', '60s')}")
+    ike_times = f"rekey_time = {opts['ike_rekey']}" if "ike_rekey" in opts else ""
+    if opts.get("dpd"):
+        ike_times += "\n    dpd_delay = 2s\n    keyingtries = 0"
+        child_times += "\n        dpd_action = restart"
     return f"""connections {{
   tunnel {{
     version = 2
+    {ike_times}
     encap = {"yes" if encap else "no"}
     local_addrs = {side['me']}
     remote_addrs = {side['peer']}
@@ -115,6 +132,7 @@ def swanctl_conf(side, encap=False, trap=False):
         remote_ts = {side['remote_ts']}
         esp_proposals = aes128gcm16
         start_action = {"trap" if trap else "none"}
+        {child_times}
       }}
     }}
   }}
@@ -146,15 +164,19 @@ def start_espgw(g, side, d, procs):
     cfg = d / "gw.toml"
     cfg.write_text(gateway_config(side))
     cfg.chmod(0o600)
+    launch_espgw(g, d, procs)
+    return d / "ctl.sock", d / "keying.sock"
+
+
+def launch_espgw(g, d, procs):
     ctl, keying = d / "ctl.sock", d / "keying.sock"
-    log = open(d / "espgw.log", "w")
-    procs.append(subprocess.Popen(
-        ["ip", "netns", "exec", g, ESPGW, "run", "--config", str(cfg), "--io", "af-packet",
-         "--control", str(ctl), "--keying-socket", str(keying), "--state-dir", str(d / "state"),
-         "--user", "root"], stdout=log, stderr=log))
+    log = open(d / "espgw.log", "a")
+    procs[(g, "espgw")] = subprocess.Popen(
+        ["ip", "netns", "exec", g, ESPGW, "run", "--config", str(d / "gw.toml"), "--io",
+         "af-packet", "--control", str(ctl), "--keying-socket", str(keying), "--state-dir",
+         str(d / "state"), "--user", "root"], stdout=log, stderr=log)
     assert wait_for(lambda: ctl.exists() and keying.exists(), timeout=10), \
         (d / "espgw.log").read_text()
-    return ctl, keying
 
 
 def start_stock_strongswan(g, side):
@@ -164,16 +186,21 @@ def start_stock_strongswan(g, side):
     ns(g, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
 
 
-def start_charon(g, side, d, keying, encap, procs):
+def start_charon(g, side, d, keying, encap, procs, opts=None):
     (d / "run/strongswan.conf").write_text(strongswan_conf(keying))
     # gw1 traps: its first outbound packet starts the negotiation (ACQUIRE).
-    (d / "run/swanctl.conf").write_text(swanctl_conf(side, encap, trap=g == GW1))
-    clog = open(d / "charon.log", "w")
-    procs.append(subprocess.Popen(
+    (d / "run/swanctl.conf").write_text(swanctl_conf(side, encap, trap=g == GW1, opts=opts))
+    launch_charon(g, d, procs)
+
+
+def launch_charon(g, d, procs):
+    vici = d / "run/charon.vici"
+    vici.unlink(missing_ok=True)
+    clog = open(d / "charon.log", "a")
+    procs[(g, "charon")] = subprocess.Popen(
         ["ip", "netns", "exec", g, "unshare", "-m", "sh", "-c",
          f"mount --bind {d / 'run'} /run && STRONGSWAN_CONF=/run/strongswan.conf "
-         "exec /usr/lib/ipsec/charon"], stdout=clog, stderr=clog))
-    vici = d / "run/charon.vici"
+         "exec /usr/lib/ipsec/charon"], stdout=clog, stderr=clog)
     assert wait_for(lambda: vici.exists(), timeout=10), (d / "charon.log").read_text()
     ns(g, "swanctl", "--load-all", "--file", str(d / "run/swanctl.conf"),
        "--uri", f"unix://{vici}")
@@ -182,8 +209,11 @@ def start_charon(g, side, d, keying, encap, procs):
 @pytest.fixture(params=["espgw", "strongswan"])
 def ike_bed(request, tmp_path):
     """gw1 is espgw + charon + kernel-espgw; gw2 the same, or stock strongSwan
-    (kernel-libipsec, which speaks ESP only inside UDP: both sides then encapsulate)."""
-    peer = request.param
+    (kernel-libipsec, which speaks ESP only inside UDP: both sides then encapsulate). A
+    test may pass a dict instead (indirect parametrisation): `peer` and the connection's
+    rekey options (see swanctl_conf)."""
+    opts = request.param if isinstance(request.param, dict) else {"peer": request.param}
+    peer = opts["peer"]
     build_plugin(tmp_path)
     names = (H1, GW1, GW2, H2)
     for n in names:
@@ -201,8 +231,10 @@ def ike_bed(request, tmp_path):
                         (H2, "203.0.113.10/24", "203.0.113.1")):
         ns(h, "ip", "addr", "add", addr, "dev", "eth0")
         ns(h, "ip", "link", "set", "eth0", "up")
+        # Checksums filled in software: espgw encrypts the frame as the host wrote it.
+        ns(h, "ethtool", "-K", "eth0", "tx", "off", "rx", "off", check=False)
         ns(h, "ip", "route", "add", "default", "via", gw)
-    procs, ctls = [], {}
+    procs, ctls = {}, {}
     encap = peer == "strongswan"
     for g, side in SIDES.items():
         for link in ("south", "north"):
@@ -214,11 +246,11 @@ def ike_bed(request, tmp_path):
             keying = None
         else:
             ctls[g], keying = start_espgw(g, side, d, procs)
-        start_charon(g, side, d, keying, encap, procs)
-    yield dict(tmp=tmp_path, ctls=ctls, peer=peer)
-    for p in reversed(procs):
+        start_charon(g, side, d, keying, encap, procs, opts)
+    yield dict(tmp=tmp_path, ctls=ctls, peer=peer, procs=procs)
+    for p in reversed(list(procs.values())):
         p.terminate()
-    for p in procs:
+    for p in procs.values():
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -284,3 +316,165 @@ def test_traffic_before_the_sa_exists_starts_negotiation(ike_bed):
     vici = tmp / GW1 / "run/charon.vici"
     listed = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici}").stdout
     assert "ESTABLISHED" in listed and "INSTALLED" in listed, listed
+
+
+def rekey_under_load(ike_bed, initiate_both):
+    """A sequence-numbered UDP stream at 20,000 packets a second for 60 s from h1 to h2
+    while CHILD_SAs rekey every 10 s and the IKE_SA every 30 s: nothing lost, nothing
+    duplicated, no plaintext on the transport link."""
+    tmp, ctls = ike_bed["tmp"], ike_bed["ctls"]
+    vici = {g: tmp / g / "run/charon.vici" for g in (GW1, GW2)}
+    out = ns(GW1, "swanctl", "--initiate", "--child", "net", "--timeout", "20",
+             "--uri", f"unix://{vici[GW1]}", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert wait_for(lambda: show(ctls[GW2], "keying")["negotiated_sas"] == 2, timeout=10)
+    cap = tmp / "north.pcap"
+    tshark = subprocess.Popen(["ip", "netns", "exec", GW2, "tshark", "-q", "-i", "north", "-f",
+                               "udp port 9300", "-a", "duration:66", "-w", str(cap)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(2)
+    rx = subprocess.Popen(["ip", "netns", "exec", H2, str(pathlib.Path(ESPGW).with_name("espgw-lab")),
+                           "testbed", "udp-recv", "--port", "9300", "--seconds", "64"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    tx = subprocess.Popen(["ip", "netns", "exec", H1, str(pathlib.Path(ESPGW).with_name("espgw-lab")),
+                           "testbed", "udp-send", "--dst", "203.0.113.10:9300", "--size", "100",
+                           "--seconds", os.environ.get("IKE_LOAD_SECONDS", "60"), "--rate", "20000"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sent = json.loads(tx.communicate(timeout=90)[0])["sent"]
+    got = json.loads(rx.communicate(timeout=90)[0])
+    tshark.wait(timeout=90)
+    plain = sh("tshark", "-r", cap, "-Y", "udp.dstport == 9300").stdout.strip().splitlines()
+    k = {g: show(ctls[g], "keying") for g in (GW1, GW2)}
+    logs = "\n".join((tmp / g / "charon.log").read_text()[-4000:] for g in (GW1, GW2))
+    assert sent >= 20_000 * (int(os.environ.get("IKE_LOAD_SECONDS", "60")) - 5), sent
+    stats = {g: show(ctls[g], "stats") for g in (GW1, GW2)}
+    assert got["packets"] == sent and got["lost"] == 0 and got["duplicates"] == 0, (got, sent, stats)
+    assert plain == [], plain[:5]
+    # At least five CHILD_SA rekeys: two SAs installed each time on each side.
+    assert k[GW1]["sas_installed"] >= 2 + 2 * 5, k
+    assert k[GW1]["expire_soft_sent"] >= 5, k
+    if initiate_both:
+        # Both sides' SAs reached their soft lifetime: both asked for rekeys.
+        assert k[GW2]["expire_soft_sent"] >= 5, k
+    print(f"rekey under load: sent {sent}, received {got['packets']}, lost {got['lost']}, "
+          f"duplicates {got['duplicates']}, plaintext frames {len(plain)}; gw1 SAs installed "
+          f"{k[GW1]['sas_installed']}, soft expiries sent gw1 {k[GW1]['expire_soft_sent']} "
+          f"gw2 {k[GW2]['expire_soft_sent']}")
+    ike = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici[GW1]}").stdout
+    assert "ESTABLISHED" in ike and "INSTALLED" in ike, ike
+    return k
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", rekey="10s", rand="2s",
+                                          ike_rekey="30s")], indirect=True)
+def test_rekey_under_load_loses_nothing(ike_bed):
+    rekey_under_load(ike_bed, initiate_both=False)
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", rekey="10s", rand="0s",
+                                          ike_rekey="30s")], indirect=True)
+def test_rekey_collisions_lose_nothing(ike_bed):
+    """No random part: both gateways' SAs reach their soft lifetime together and both
+    start the rekey (a collision, RFC 7296 §2.8.1), every time."""
+    rekey_under_load(ike_bed, initiate_both=True)
+
+
+def initiate(bed):
+    vici = bed["tmp"] / GW1 / "run/charon.vici"
+    out = ns(GW1, "swanctl", "--initiate", "--child", "net", "--timeout", "20",
+             "--uri", f"unix://{vici}", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for ctl in bed["ctls"].values():
+        assert wait_for(lambda: show(ctl, "keying")["negotiated_sas"] == 2, timeout=10)
+
+
+def paced_stream(bed, seconds, action, rate=1000, port=9400):
+    """A sequence-numbered stream from h1 to h2 at `rate` packets a second for `seconds`,
+    `action()` run 3 s in; returns (sent, the receiver's report)."""
+    lab = str(pathlib.Path(ESPGW).with_name("espgw-lab"))
+    rx = subprocess.Popen(["ip", "netns", "exec", H2, lab, "testbed", "udp-recv", "--port",
+                           str(port), "--seconds", str(seconds + 4)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    tx = subprocess.Popen(["ip", "netns", "exec", H1, lab, "testbed", "udp-send", "--dst",
+                           f"203.0.113.10:{port}", "--size", "100", "--seconds", str(seconds),
+                           "--rate", str(rate)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    action()
+    sent = json.loads(tx.communicate(timeout=seconds + 30)[0])["sent"]
+    got = json.loads(rx.communicate(timeout=seconds + 30)[0])
+    return sent, got
+
+
+@pytest.mark.parametrize("ike_bed", ["espgw"], indirect=True)
+def test_espgw_killed_and_restarted_under_charon_renegotiates(ike_bed):
+    """espgw on gw1 killed with SIGKILL and started again while charon runs: the plugin
+    reconnects, installs its policies again and has charon rekey: traffic resumes without
+    waiting for the next rekey. The outage is measured (1,000 packets a second)."""
+    initiate(ike_bed)
+    procs, d = ike_bed["procs"], ike_bed["tmp"] / GW1
+
+    def restart():
+        procs[(GW1, "espgw")].kill()
+        procs[(GW1, "espgw")].wait()
+        launch_espgw(GW1, d, procs)
+
+    sent, got = paced_stream(ike_bed, 15, restart)
+    outage = got["lost"] / 1000
+    logs = (d / "charon.log").read_text()[-3000:]
+    print(f"espgw restart: {got['lost']} of {sent} lost, outage {outage:.2f} s")
+    assert got["packets"] > sent * 0.6 and got["duplicates"] == 0, (got, sent, logs)
+    assert outage < 4.0, (got, sent, logs)
+    k = show(ike_bed["ctls"][GW1], "keying")
+    assert k["sessions"] == 1 and k["negotiated_sas"] == 2 and k["sas_installed"] >= 2, k
+
+
+@pytest.mark.parametrize("ike_bed", ["espgw"], indirect=True)
+def test_charon_restarted_under_espgw_flushes_and_renegotiates(ike_bed):
+    """charon on gw1 killed and started again while espgw runs: its HELLO flushes the old
+    SAs and policies, it negotiates anew, traffic resumes. The outage is measured."""
+    initiate(ike_bed)
+    procs, d = ike_bed["procs"], ike_bed["tmp"] / GW1
+    ctl = ike_bed["ctls"][GW1]
+
+    def restart():
+        procs[(GW1, "charon")].kill()
+        procs[(GW1, "charon")].wait()
+        launch_charon(GW1, d, procs)
+
+    sent, got = paced_stream(ike_bed, 15, restart)
+    outage = got["lost"] / 1000
+    print(f"charon restart: {got['lost']} of {sent} lost, outage {outage:.2f} s")
+    k = show(ctl, "keying")
+    assert k["sessions"] == 2, k
+    assert k["negotiated_sas"] == 2, k
+    # The stale SAs went with the old session: only the new pair is installed.
+    sas = [s for s in show(ctl, "sa") if s["source"] == "ike"]
+    assert len(sas) == 2, sas
+    assert got["packets"] > sent * 0.6 and got["duplicates"] == 0, (got, sent)
+    assert outage < 5.0, (got, sent)
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", dpd=True)], indirect=True)
+def test_dead_peer_is_detected_and_the_tunnel_comes_back(ike_bed):
+    """gw2's charon stopped: gw1 declares the peer dead (DPD every 2 s, two
+    retransmissions), deletes its SAs from espgw, and re-establishes when it returns."""
+    initiate(ike_bed)
+    procs, ctl = ike_bed["procs"], ike_bed["ctls"][GW1]
+    procs[(GW2, "charon")].kill()
+    procs[(GW2, "charon")].wait()
+    t0 = time.time()
+    assert wait_for(lambda: show(ctl, "keying")["negotiated_sas"] == 0, timeout=30), \
+        show(ctl, "keying")
+    dead_after = time.time() - t0
+    k = show(ctl, "keying")
+    assert k["sas_deleted"] >= 2, k
+    print(f"DPD: peer declared dead and SAs removed {dead_after:.1f} s after it stopped")
+    assert dead_after < 20, dead_after
+    launch_charon(GW2, ike_bed["tmp"] / GW2, procs)
+    assert wait_for(lambda: show(ctl, "keying")["negotiated_sas"] == 2, timeout=30), \
+        (ike_bed["tmp"] / GW1 / "charon.log").read_text()[-3000:]
+    ping = ns(H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
+    assert " 0% packet loss" in ping.stdout, ping.stdout

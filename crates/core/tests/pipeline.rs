@@ -574,3 +574,45 @@ fn a_trap_policy_drops_and_asks_for_its_sa_once() {
         Verdict::Drop(DropReason::PlaintextProtected)
     );
 }
+
+/// Negotiated SAs of one reqid stand in for each other at the inbound policy check: after
+/// a rekey the new SA carries traffic before charon points the policy at it. Static SAs
+/// (no reqid) and SAs of another reqid do not.
+#[test]
+fn an_inbound_policy_accepts_any_sa_of_its_reqid() {
+    let p = default_provider();
+    let tx_cfg = tunnel4(Direction::Out, false, |_| {});
+    let tx = tables(&tx_cfg, p.as_ref());
+    let esp = one_esp(
+        &Pair {
+            tx: tx.clone(),
+            rx: tx.clone(),
+        },
+        3,
+    );
+    // The receiver: the SA that decrypts (SPI) and a second SA of the same direction that
+    // the policy names, both under `reqids`.
+    let rx_with = |reqids: (Option<u32>, Option<u32>)| {
+        let mut c = tunnel4(Direction::In, false, |s| s.reqid = reqids.0);
+        let mut named = c.sas[0].clone();
+        named.spi = 0x7777;
+        named.reqid = reqids.1;
+        c.sas.push(named);
+        c.policies
+            .iter_mut()
+            .for_each(|p| p.action = Action::Protect(0x7777));
+        tables(&c, p.as_ref())
+    };
+    let (pkts, _) = run(&rx_with((Some(4), Some(4))), Direction::In, &esp);
+    assert!(pkts
+        .iter()
+        .all(|p| matches!(p.verdict, Verdict::Forward(_))));
+    for reqids in [(Some(4), Some(5)), (None, None), (Some(4), None)] {
+        let (pkts, _) = run(&rx_with(reqids), Direction::In, &esp);
+        assert!(
+            pkts.iter()
+                .all(|p| p.verdict == Verdict::Drop(DropReason::PolicyMismatch)),
+            "{reqids:?}"
+        );
+    }
+}

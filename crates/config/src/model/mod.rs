@@ -216,6 +216,10 @@ pub struct SaConfig {
     pub ttl: u8,
     pub name: Option<String>,
     pub loc: Location,
+    /// The reqid an IKE daemon gave a negotiated SA (static SAs have none). Inbound, a
+    /// policy naming one SA of a reqid accepts every SA of that reqid: a rekeyed SA
+    /// carries traffic before the daemon points the policy at it.
+    pub reqid: Option<u32>,
 }
 
 /// The IPsec protocol of an SA.

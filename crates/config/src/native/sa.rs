@@ -108,6 +108,7 @@ pub(super) fn convert_sa(lines: &Lines<'_>, s: &Spanned<RawSa>) -> Result<SaConf
         ttl,
         name: s.name.clone(),
         loc,
+        reqid: None,
     })
 }
 

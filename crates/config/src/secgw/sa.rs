@@ -168,6 +168,7 @@ pub(super) fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig
         ttl: sa.ttl,
         name: None,
         loc,
+        reqid: None,
     })
 }
 

@@ -268,6 +268,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             ttl: DEFAULT_TTL,
             name: None,
             loc: sa.loc,
+            reqid: None,
         });
     }
     Ok(cfg)

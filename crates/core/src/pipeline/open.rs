@@ -162,12 +162,21 @@ impl Pipeline {
             let res =
                 esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
                     let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
-                    // The policy must name this SA, and AH around it exactly when it
-                    // names a bundle.
+                    // The policy must name this SA (or, for negotiated SAs, one of its
+                    // reqid), and AH around it exactly when it names a bundle.
                     match (self.spd_lookup(t, Direction::In, info.key), job.via_ah) {
-                        (Some(SpdAction::Protect(i)), None) if i == sa_idx => Ok(info),
+                        (Some(SpdAction::Protect(i)), None)
+                            if i == sa_idx || same_reqid(t, i, sa_idx) =>
+                        {
+                            Ok(info)
+                        }
+                        (Some(SpdAction::Acquire(reqid)), None)
+                            if sa.config.reqid == Some(reqid) =>
+                        {
+                            Ok(info)
+                        }
                         (Some(SpdAction::Bundle { esp, ah }), Some(via))
-                            if esp == sa_idx && ah == via =>
+                            if (esp == sa_idx || same_reqid(t, esp, sa_idx)) && ah == via =>
                         {
                             Ok(info)
                         }
@@ -213,4 +222,12 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// Whether SAs `a` and `b` were negotiated under one reqid: an inbound policy naming one
+/// accepts the other (the rekeyed SA before charon points the policy at it, the old one
+/// until it is deleted), as the kernel's policy templates match on reqid.
+fn same_reqid(t: &Tables, a: u32, b: u32) -> bool {
+    let reqid = |i: u32| t.sas.get(i as usize).and_then(|s| s.config.reqid);
+    matches!((reqid(a), reqid(b)), (Some(x), Some(y)) if x == y)
 }

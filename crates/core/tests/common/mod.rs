@@ -45,6 +45,7 @@ pub fn sa(
         ttl: DEFAULT_TTL,
         name: None,
         loc: Location::default(),
+        reqid: None,
     }
 }
 

@@ -581,6 +581,7 @@ fn sa_config(a: &AddSa) -> Option<SaConfig> {
         ttl: espgw_config::DEFAULT_TTL,
         name: Some(format!("ike-{}-{:08x}", a.reqid, a.id.spi)),
         loc: Location::new(SOURCE, 0),
+        reqid: Some(a.reqid),
     })
 }
 

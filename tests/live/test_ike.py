@@ -287,8 +287,19 @@ def test_ikev2_negotiates_sas_that_espgw_carries(ike_bed):
                     if s["source"] == "ike"} for g in (GW1, GW2)}
         assert spis[GW1]["out"] == spis[GW2]["in"], spis
         assert spis[GW2]["out"] == spis[GW1]["in"], spis
+    # Each end of the transport link captures what it receives (espgw's AF_PACKET
+    # transmissions bypass the sender's own taps).
+    caps = {g: tmp / f"transport-{g}.pcap" for g in (GW1, GW2)}
+    tsharks = [subprocess.Popen(["ip", "netns", "exec", g, "tshark", "-q", "-i", "north", "-f",
+                                 "esp or udp port 4500", "-a", "duration:5", "-w", str(c)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+               for g, c in caps.items()]
+    time.sleep(1.5)
     ping = ns(H1, "ping", "-c", "5", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
     assert " 0% packet loss" in ping.stdout, ping.stdout + logs
+    for t in tsharks:
+        t.wait(timeout=30)
+    decrypts_with_espgws_keys(list(caps.values()), ctls[GW1])
     sas = {s["direction"]: s for s in show(ctls[GW1], "sa") if s["source"] == "ike"}
     assert sas["out"]["packets"] >= 5 and sas["in"]["packets"] >= 5, sas
     # charon sees espgw's counters through the plugin (QUERY_SA).
@@ -378,6 +389,34 @@ def test_rekey_collisions_lose_nothing(ike_bed):
     """No random part: both gateways' SAs reach their soft lifetime together and both
     start the rekey (a collision, RFC 7296 §2.8.1), every time."""
     rekey_under_load(ike_bed, initiate_both=True)
+
+
+def decrypts_with_espgws_keys(pcaps, ctl):
+    """tshark (an implementation independent of espgw and strongSwan) decrypts the transport
+    link's ESP both ways with the keys `espgw show sa --json --keys` gives, and finds every
+    ICV good: 5 echo requests out, 5 replies in."""
+    sas = json.loads(sh(ESPGW, "show", "sa", "--json", "--keys", "--control", str(ctl)).stdout)
+    # Both SAs in tshark's ESP SA table (one -o uat: option holds one record only).
+    conf = pathlib.Path(pcaps[0]).with_name("wireshark")
+    conf.mkdir(exist_ok=True)
+    rows = []
+    for sa in (s for s in sas if s["source"] == "ike"):
+        src, dst = ((sa["local"], sa["remote"]) if sa["direction"] == "out"
+                    else (sa["remote"], sa["local"]))
+        rows.append(f'"IPv4","{src}","{dst}","{sa["spi"]}","AES-GCM with 16 octet ICV [RFC4106]",'
+                    f'"0x{sa["enc_key"]}","NULL",""')
+    (conf / "esp_sa").write_text("\n".join(rows) + "\n")
+    text = "".join(sh("tshark", "-r", str(p), "-o", "esp.enable_encryption_decode:TRUE",
+                      "-o", "esp.enable_authentication_check:TRUE", "-V", timeout=120,
+                      env={**os.environ, "WIRESHARK_CONFIG_DIR": str(conf)}).stdout
+                   for p in pcaps)
+    good = len(re.findall(r"\[Good: True\]", text))
+    assert good >= 10, text[-3000:]
+    assert "[Bad: True]" not in text, text[-3000:]
+    assert text.count("Echo (ping) request") >= 5 and text.count("Echo (ping) reply") >= 5
+    # Without --keys no key leaves the gateway.
+    plain = sh(ESPGW, "show", "sa", "--json", "--control", str(ctl)).stdout
+    assert "enc_key" not in plain
 
 
 def initiate(bed):

@@ -80,11 +80,16 @@ enum Cmd {
     Run(RunArgs),
     /// Show the running gateway's SAs, policies, routes, neighbours, ports or counters.
     Show {
-        /// sa, policy, routes, neighbours, ports or stats.
+        /// sa, policy, routes, neighbours, ports, stats or keying.
         what: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// With `sa`: include each SA's keys (hex, salt included), for a packet analyser
+        /// such as tshark. Only the control socket's owner (root, or the service's user)
+        /// can ask; the keys are never shown otherwise.
+        #[arg(long)]
+        keys: bool,
         #[arg(long, default_value = DEFAULT_CONTROL)]
         control: PathBuf,
     },
@@ -186,6 +191,9 @@ struct RunArgs {
     keying_user: Option<String>,
 }
 
+/// What `show sa --keys` asks the gateway for (a name no one types by accident).
+const SA_WITH_KEYS: &str = "sa-with-keys";
+
 fn load_config(
     path: &Option<PathBuf>,
     format: Option<FormatArg>,
@@ -258,9 +266,15 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Cmd::Show {
             what,
             json,
+            keys,
             control,
         } => {
-            let v = live::control::request(&control, &ControlRequest::Show(what.clone()))?;
+            let what = match (keys, what.as_str()) {
+                (false, _) => what,
+                (true, "sa" | "sas") => SA_WITH_KEYS.to_string(),
+                (true, _) => return Err("--keys goes with `show sa` only".into()),
+            };
+            let v = live::control::request(&control, &ControlRequest::Show(what))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {

@@ -157,7 +157,9 @@ pub fn show(what: &str, shared: &Shared) -> Result<Value, String> {
         k.merge_into(&mut cfg);
     }
     Ok(match what {
-        "sa" | "sas" => show_sas(&t, shared),
+        "sa" | "sas" => show_sas(&t, shared, false),
+        // `espgw show sa --keys`: only the socket's owner gets here (mode 0600).
+        "sa-with-keys" => show_sas(&t, shared, true),
         "keying" => show_keying(shared),
         "policy" | "policies" => show_policies(&cfg),
         "route" | "routes" => show_routes(&cfg),
@@ -195,9 +197,13 @@ fn show_keying(shared: &Shared) -> Value {
     })
 }
 
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Every SA: keys' algorithm, endpoints, sequence state, counters; for a negotiated SA
 /// its reqid and the seconds its hard lifetime leaves.
-fn show_sas(t: &Tables, shared: &Shared) -> Value {
+fn show_sas(t: &Tables, shared: &Shared, keys: bool) -> Value {
     let negotiated = shared
         .keying
         .as_ref()
@@ -217,7 +223,7 @@ fn show_sas(t: &Tables, shared: &Shared) -> Value {
                     }
                     espgw_config::Mode::Transport => ("-".into(), "-".into()),
                 };
-                json!({
+                let mut row = json!({
                     "name": sa.label,
                     "direction": sa.direction.to_string(),
                     "spi": format!("0x{:08x}", sa.spi),
@@ -238,7 +244,12 @@ fn show_sas(t: &Tables, shared: &Shared) -> Value {
                     "source": if espgw_keying::db::is_negotiated(&sa.config) { "ike" } else { "static" },
                     "reqid": negotiated.get(&(sa.direction, sa.spi)).map(|n| n.0),
                     "lifetime_left_s": negotiated.get(&(sa.direction, sa.spi)).and_then(|n| n.1),
-                })
+                });
+                if keys {
+                    row["enc_key"] = hex(&sa.config.enc_key).into();
+                    row["auth_key"] = hex(&sa.config.auth_key).into();
+                }
+                row
             })
             .collect(),
     )

@@ -15,13 +15,13 @@ run_pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev iproute2 ethtool i
 # Chromium and a font for it (renders the report in a test), jsonschema (validates its
 # JSON); IKEv2 through charon: make, bzip2 and dpkg-dev (the kernel-espgw plugin is built
 # against Debian's own strongSwan source), nftables (keeps ESP away from the gateway
-# namespace's kernel, which sees IKE); the package:
+# namespace's kernel, which sees IKE), strongswan-pki (a test CA and certificates); the package:
 # dpkg-dev (dpkg-shlibdeps for its Depends), man-db and systemd (its test).
 test_pkgs=(python3-scapy python3-cryptography python3-pytest tshark iperf3 procps util-linux
   strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
   chromium fonts-dejavu-core
   python3-jsonschema
-  make bzip2 nftables
+  make bzip2 nftables strongswan-pki
   dpkg-dev man-db systemd)
 case "$mode" in
   --run) pkgs=("${run_pkgs[@]}") ;;

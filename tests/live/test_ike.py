@@ -98,10 +98,49 @@ def strongswan_conf(socket):
 """
 
 
-def swanctl_conf(side, encap=False, trap=False, opts=None):
+def make_ca(ca):
+    if not (ca / "ca.pem").exists():
+        ca.mkdir(exist_ok=True)
+        sh("sh", "-c", f"pki --gen --type ecdsa --size 256 --outform pem > {ca}/ca.key && "
+                       f"pki --self --ca --lifetime 30 --in {ca}/ca.key --type ecdsa "
+                       f"--dn 'CN=espgw test CA {ca.name}' --outform pem > {ca}/ca.pem")
+    return ca
+
+
+def make_certificates(d, g, side, rogue):
+    """A test CA (strongswan-pki, ECDSA P-256) and this gateway's key and certificate with
+    its address as identity, where swanctl loads them (ecdsa/, x509/, x509ca/ beside its
+    swanctl.conf). With `rogue`, the certificate comes from another CA, one the peer does
+    not trust. Returns what swanctl.conf names."""
+    trusted = make_ca(d.parent / "ca")
+    issuer = make_ca(d.parent / "rogue-ca") if rogue else trusted
+    run = d / "run"
+    for sub in ("ecdsa", "x509", "x509ca"):
+        (run / sub).mkdir(exist_ok=True)
+    shutil.copy(trusted / "ca.pem", run / "x509ca" / "ca.pem")
+    sh("sh", "-c", f"pki --gen --type ecdsa --size 256 --outform pem > {run}/ecdsa/gw.key && "
+                   f"pki --pub --in {run}/ecdsa/gw.key --type ecdsa | pki --issue --lifetime 30 "
+                   f"--cacert {issuer}/ca.pem --cakey {issuer}/ca.key --dn 'CN={side['me']}' "
+                   f"--san {side['me']} --outform pem > {run}/x509/gw.pem")
+    return dict(cert="gw.pem", ca="ca.pem")
+
+
+def swanctl_conf(side, encap=False, trap=False, opts=None, certs=None):
     """The connection; `opts` may set CHILD_SA and IKE_SA rekey times and their random
-    part (`rekey`, `ike_rekey`, `rand`), and the initiator of rekeys."""
+    part (`rekey`, `ike_rekey`, `rand`), and the initiator of rekeys. With `certs`,
+    authentication is by X.509 certificate instead of the pre-shared key."""
     opts = opts or {}
+    if certs:
+        local_auth = f"auth = pubkey\n      certs = {certs['cert']}"
+        remote_auth = f"auth = pubkey\n      cacerts = {certs['ca']}"
+        secret = ""
+    else:
+        local_auth = remote_auth = "auth = psk"
+        secret = f"""ike-tunnel {{
+    id-1 = 192.0.2.1
+    id-2 = 192.0.2.2
+    secret = "{PSK}"
+  }}"""
     child_times = ""
     if "rekey" in opts:
         child_times = (f"rekey_time = {opts['rekey']}\n        rand_time = {opts.get('rand', '1s')}"
@@ -119,11 +158,11 @@ def swanctl_conf(side, encap=False, trap=False, opts=None):
     remote_addrs = {side['peer']}
     proposals = aes128gcm16-prfsha256-modp2048
     local {{
-      auth = psk
+      {local_auth}
       id = {side['me']}
     }}
     remote {{
-      auth = psk
+      {remote_auth}
       id = {side['peer']}
     }}
     children {{
@@ -138,11 +177,7 @@ def swanctl_conf(side, encap=False, trap=False, opts=None):
   }}
 }}
 secrets {{
-  ike-tunnel {{
-    id-1 = 192.0.2.1
-    id-2 = 192.0.2.2
-    secret = "{PSK}"
-  }}
+  {secret}
 }}
 """
 
@@ -187,9 +222,14 @@ def start_stock_strongswan(g, side):
 
 
 def start_charon(g, side, d, keying, encap, procs, opts=None):
+    opts = opts or {}
     (d / "run/strongswan.conf").write_text(strongswan_conf(keying))
+    certs = None
+    if opts.get("auth") == "cert":
+        certs = make_certificates(d, g, side, rogue=opts.get("rogue") == g)
     # gw1 traps: its first outbound packet starts the negotiation (ACQUIRE).
-    (d / "run/swanctl.conf").write_text(swanctl_conf(side, encap, trap=g == GW1, opts=opts))
+    (d / "run/swanctl.conf").write_text(
+        swanctl_conf(side, encap, trap=g == GW1, opts=opts, certs=certs))
     launch_charon(g, d, procs)
 
 
@@ -517,3 +557,32 @@ def test_dead_peer_is_detected_and_the_tunnel_comes_back(ike_bed):
         (ike_bed["tmp"] / GW1 / "charon.log").read_text()[-3000:]
     ping = ns(H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
     assert " 0% packet loss" in ping.stdout, ping.stdout
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", auth="cert")], indirect=True)
+def test_x509_certificates_from_a_test_ca(ike_bed):
+    """Both gateways authenticate with ECDSA certificates from one test CA."""
+    initiate(ike_bed)
+    vici = ike_bed["tmp"] / GW1 / "run/charon.vici"
+    listed = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici}").stdout
+    assert "ESTABLISHED" in listed, listed
+    ping = ns(H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
+    assert " 0% packet loss" in ping.stdout, ping.stdout
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", auth="cert", rogue=GW1)], indirect=True)
+def test_a_certificate_from_another_ca_is_refused(ike_bed):
+    """gw1's certificate comes from a CA gw2 does not trust: gw2 refuses the IKE_AUTH, no
+    SA is installed in either espgw, and nothing passes."""
+    tmp, ctls = ike_bed["tmp"], ike_bed["ctls"]
+    vici = tmp / GW1 / "run/charon.vici"
+    out = ns(GW1, "swanctl", "--initiate", "--child", "net", "--timeout", "15",
+             "--uri", f"unix://{vici}", check=False)
+    assert out.returncode != 0, out.stdout
+    log = (tmp / GW2 / "charon.log").read_text()
+    assert "no trusted" in log or "constraint check failed" in log or "AUTHENTICATION_FAILED" in log, log[-3000:]
+    for ctl in ctls.values():
+        k = show(ctl, "keying")
+        assert k["negotiated_sas"] == 0 and k["sas_installed"] == 0, k
+    ping = ns(H1, "ping", "-c", "2", "-i", "0.2", "-W", "1", "203.0.113.10", check=False)
+    assert " 100% packet loss" in ping.stdout, ping.stdout

@@ -32,6 +32,13 @@ SIDES = {
     GW2: dict(me="192.0.2.2", peer="192.0.2.1", inside="203.0.113.1/24",
               local_ts="203.0.113.0/24", remote_ts="198.51.100.0/24"),
 }
+# With a NAT between gw1 and the transport link: gw1 sits in 198.18.0.0/24 behind a box
+# that masquerades it as 192.0.2.100; gw2 accepts gw1 from any address by its identity.
+NAT_SIDES = {
+    GW1: dict(SIDES[GW1], me="198.18.0.1", via="198.18.0.254"),
+    GW2: dict(SIDES[GW2], peer="198.18.0.1", remote_addrs="%any"),
+}
+NAT = P + "nat"
 
 
 def ns(n, *a, **kw):
@@ -48,6 +55,9 @@ def build_plugin(tmp):
 
 
 def gateway_config(side):
+    net = side["me"].rsplit(".", 1)[0] + ".0/24"
+    # The transport address's own network, where it is not the transport link (NAT).
+    own_net = "" if net == "192.0.2.0/24" else f'[[route]]\ndst = "{net}"\nport = "north"\n'
     return f"""burst = 32
 [[port]]
 name = "south"
@@ -57,9 +67,10 @@ addresses = ["{side['inside']}"]
 name = "north"
 interface = "north"
 addresses = ["{side['me']}/24"]
-[[route]]
+{own_net}[[route]]
 dst = "192.0.2.0/24"
 port = "north"
+{f'via = "{side["via"]}"' if "via" in side else ""}
 [[route]]
 dst = "{side['local_ts']}"
 port = "south"
@@ -137,8 +148,8 @@ def swanctl_conf(side, encap=False, trap=False, opts=None, certs=None):
     else:
         local_auth = remote_auth = "auth = psk"
         secret = f"""ike-tunnel {{
-    id-1 = 192.0.2.1
-    id-2 = 192.0.2.2
+    id-1 = {side['me']}
+    id-2 = {side['peer']}
     secret = "{PSK}"
   }}"""
     child_times = ""
@@ -155,7 +166,7 @@ def swanctl_conf(side, encap=False, trap=False, opts=None, certs=None):
     {ike_times}
     encap = {"yes" if encap else "no"}
     local_addrs = {side['me']}
-    remote_addrs = {side['peer']}
+    remote_addrs = {side.get('remote_addrs', side['peer'])}
     proposals = aes128gcm16-prfsha256-modp2048
     local {{
       {local_auth}
@@ -192,6 +203,8 @@ def start_espgw(g, side, d, procs):
     for link in ("south", "north"):
         ns(g, "ethtool", "-K", link, "tx", "off", "rx", "off", check=False)
     ns(g, "ip", "addr", "add", f"{side['me']}/24", "dev", "north")
+    if "via" in side:
+        ns(g, "ip", "route", "add", "192.0.2.0/24", "via", side["via"])
     ns(g, "nft", "add table inet espgw-ike; "
                  "add chain inet espgw-ike input { type filter hook input priority 0; }; "
                  "add rule inet espgw-ike input meta l4proto esp drop; "
@@ -255,7 +268,8 @@ def ike_bed(request, tmp_path):
     opts = request.param if isinstance(request.param, dict) else {"peer": request.param}
     peer = opts["peer"]
     build_plugin(tmp_path)
-    names = (H1, GW1, GW2, H2)
+    sides = NAT_SIDES if opts.get("nat") else SIDES
+    names = (H1, GW1, GW2, H2) + ((NAT,) if opts.get("nat") else ())
     for n in names:
         sh("ip", "netns", "del", n, check=False)
         sh("ip", "netns", "add", n)
@@ -263,8 +277,21 @@ def ike_bed(request, tmp_path):
         ns(n, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
     sh("ip", "link", "add", "eth0", "netns", H1, "type", "veth", "peer", "name", "south",
        "netns", GW1)
-    sh("ip", "link", "add", "north", "netns", GW1, "type", "veth", "peer", "name", "north",
-       "netns", GW2)
+    if opts.get("nat"):
+        sh("ip", "link", "add", "north", "netns", GW1, "type", "veth", "peer", "name", "inner",
+           "netns", NAT)
+        sh("ip", "link", "add", "outer", "netns", NAT, "type", "veth", "peer", "name", "north",
+           "netns", GW2)
+        for link, addr in (("inner", "198.18.0.254/24"), ("outer", "192.0.2.100/24")):
+            ns(NAT, "ip", "addr", "add", addr, "dev", link)
+            ns(NAT, "ip", "link", "set", link, "up")
+        ns(NAT, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        ns(NAT, "nft", "add table ip nat; "
+                       "add chain ip nat post { type nat hook postrouting priority 100; }; "
+                       "add rule ip nat post oifname outer masquerade")
+    else:
+        sh("ip", "link", "add", "north", "netns", GW1, "type", "veth", "peer", "name", "north",
+           "netns", GW2)
     sh("ip", "link", "add", "eth0", "netns", H2, "type", "veth", "peer", "name", "south",
        "netns", GW2)
     for h, addr, gw in ((H1, "198.51.100.10/24", "198.51.100.1"),
@@ -276,7 +303,7 @@ def ike_bed(request, tmp_path):
         ns(h, "ip", "route", "add", "default", "via", gw)
     procs, ctls = {}, {}
     encap = peer == "strongswan"
-    for g, side in SIDES.items():
+    for g, side in sides.items():
         for link in ("south", "north"):
             ns(g, "ip", "link", "set", link, "up")
         d = tmp_path / g
@@ -586,3 +613,22 @@ def test_a_certificate_from_another_ca_is_refused(ike_bed):
         assert k["negotiated_sas"] == 0 and k["sas_installed"] == 0, k
     ping = ns(H1, "ping", "-c", "2", "-i", "0.2", "-W", "1", "203.0.113.10", check=False)
     assert " 100% packet loss" in ping.stdout, ping.stdout
+
+
+@pytest.mark.parametrize("ike_bed", [dict(peer="espgw", nat=True)], indirect=True)
+def test_nat_between_the_gateways_is_traversed(ike_bed):
+    """gw1 behind a masquerading NAT: charon detects it, both espgws carry ESP in UDP 4500
+    (RFC 3948) through the NAT's mapping, and traffic flows both ways."""
+    initiate(ike_bed)
+    ctls = ike_bed["ctls"]
+    for g, ctl in ctls.items():
+        sas = [s for s in show(ctl, "sa") if s["source"] == "ike"]
+        assert len(sas) == 2 and all(s["udp_encap"] for s in sas), (g, sas)
+    # gw2 knows gw1 by the NAT's public address.
+    assert all(s["remote"] == "192.0.2.100" for s in show(ctls[GW2], "sa")
+               if s["source"] == "ike"), show(ctls[GW2], "sa")
+    ping = ns(H1, "ping", "-c", "5", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
+    assert " 0% packet loss" in ping.stdout, ping.stdout
+    vici = ike_bed["tmp"] / GW1 / "run/charon.vici"
+    listed = ns(GW1, "swanctl", "--list-sas", "--uri", f"unix://{vici}").stdout
+    assert "NAT-T" in listed or "[4500]" in listed, listed

@@ -190,15 +190,18 @@ impl KeyingServer {
         })
     }
 
-    /// Accepts sessions until the gateway stops.
+    /// Accepts sessions until the gateway stops; at most [`super::conn::MAX_CONNECTIONS`]
+    /// connections are served at once (more are closed at once), so even a local peer
+    /// with the right credentials cannot pile up threads.
     pub fn serve(self, shared: Arc<Shared>) {
+        let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         while !shared.stopping() {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     let sh = shared.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("espgw-keying-conn".into())
-                        .spawn(move || session(stream, &sh));
+                    super::conn::spawn_bounded(&active, "espgw-keying-conn", move || {
+                        session(stream, &sh)
+                    });
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }

@@ -29,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
                 Request::UpdateSa(u) => db.update_sa(&u),
                 Request::DelSa(id) => db.del_sa(&id).map(|_| ()),
                 Request::AddPolicy(p) => db.add_policy(p),
-                Request::DelPolicy(p) => db.del_policy(&p).map(|_| ()),
+                Request::DelPolicy {
+                    id,
+                    esp_spi,
+                    ah_spi,
+                } => db.del_policy(&id, esp_spi, ah_spi).map(|_| ()),
                 Request::FlushSas => {
                     db.flush_sas();
                     Ok(())

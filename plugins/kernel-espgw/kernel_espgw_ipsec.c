@@ -824,6 +824,18 @@ METHOD(kernel_ipsec_t, del_policy, status_t,
 	INIT(f);
 	frame_init(f, K_DEL_POLICY);
 	put_policy_id(f, id);
+	/* Which CHILD_SA lets go of the policy: espgw drops that reference, not another. */
+	if (data->sa)
+	{
+		if (data->sa->esp.use && data->sa->esp.spi)
+		{
+			put_u32(f, F_ESP_SPI, ntohl(data->sa->esp.spi));
+		}
+		if (data->sa->ah.use && data->sa->ah.spi)
+		{
+			put_u32(f, F_AH_SPI, ntohl(data->sa->ah.spi));
+		}
+	}
 	status = request(this, f, NULL);
 	free(f);
 	forget_policy(this, id);

@@ -17,9 +17,10 @@
 //!   every static rule (`-1 - priority`): the operator's file has the last word.
 //!
 //! Policies are reference counted as `kernel_ipsec.h` asks: charon adds the same policy
-//! once per CHILD_SA that uses it, and it stays until the last reference is deleted; a
-//! repeated add replaces what the policy points at (charon re-adds with the new SPI on
-//! rekey).
+//! once per CHILD_SA that uses it, and it stays until the last reference is deleted. Each
+//! reference keeps the SAs it names; the policy follows the newest whose SAs are installed
+//! (during a rekey or a collision several CHILD_SAs hold it, and charon may delete them in
+//! any order).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -107,11 +108,16 @@ pub struct NegotiatedSa {
     soft_reported: bool,
 }
 
+/// A policy and the references to it, oldest first: each is one ADD_POLICY, with the SAs
+/// that CHILD_SA named (as kernel-netlink keeps them).
 #[derive(Debug, Clone)]
 struct PolicyEntry {
-    spec: AddPolicy,
-    refs: u32,
+    users: Vec<AddPolicy>,
 }
+
+/// References one policy may hold at most (charon adds one per CHILD_SA using it: a few
+/// during rekeys and collisions).
+const MAX_POLICY_USERS: usize = 64;
 
 /// The negotiated SAs and policies.
 #[derive(Debug, Default, Clone)]
@@ -233,18 +239,20 @@ impl KeyingDb {
         self.pending_spis.clear();
     }
 
-    /// Adds a policy, or one more reference to it (the newest spec wins).
+    /// Adds a policy, or one more reference to it.
     pub fn add_policy(&mut self, p: AddPolicy) -> Result<(), KeyingError> {
         check_policy(&p)?;
         if let Some(e) = self.policies.get_mut(&p.id) {
-            e.refs = e.refs.saturating_add(1);
-            e.spec = p;
+            if e.users.len() >= MAX_POLICY_USERS {
+                return Err(KeyingError::Full("references to one policy"));
+            }
+            e.users.push(p);
             return Ok(());
         }
         if self.policies.len() >= MAX_POLICIES {
             return Err(KeyingError::Full("negotiated policies"));
         }
-        self.policies.insert(p.id, PolicyEntry { spec: p, refs: 1 });
+        self.policies.insert(p.id, PolicyEntry { users: vec![p] });
         Ok(())
     }
 
@@ -253,14 +261,28 @@ impl KeyingDb {
         self.policies.contains_key(id)
     }
 
-    /// Drops one reference to a policy; true when that removed it.
-    pub fn del_policy(&mut self, id: &PolicyId) -> Result<bool, KeyingError> {
+    /// Drops one reference to a policy: the newest naming SAs `esp_spi`/`ah_spi` where
+    /// one does, else the newest; true when that removed the policy.
+    pub fn del_policy(
+        &mut self,
+        id: &PolicyId,
+        esp_spi: Option<u32>,
+        ah_spi: Option<u32>,
+    ) -> Result<bool, KeyingError> {
         let e = self
             .policies
             .get_mut(id)
             .ok_or_else(|| KeyingError::NotFound("no such policy".into()))?;
-        e.refs -= 1;
-        if e.refs == 0 {
+        let named = (esp_spi.is_some() || ah_spi.is_some())
+            .then(|| {
+                e.users
+                    .iter()
+                    .rposition(|u| (u.esp_spi, u.ah_spi) == (esp_spi, ah_spi))
+            })
+            .flatten();
+        let at = named.unwrap_or(e.users.len() - 1);
+        e.users.remove(at);
+        if e.users.is_empty() {
             self.policies.remove(id);
             return Ok(true);
         }
@@ -338,7 +360,11 @@ impl KeyingDb {
             |dir: Direction, spi: u32| cfg.sas.iter().any(|s| s.direction == dir && s.spi == spi);
         let mut rules = Vec::new();
         for e in self.policies.values() {
-            let p = &e.spec;
+            let dir = match e.users[0].id.dir {
+                PolicyDir::Out => Direction::Out,
+                PolicyDir::In | PolicyDir::Fwd => Direction::In,
+            };
+            let p = effective(e, dir, &present);
             if p.id.dir == PolicyDir::Fwd {
                 let twin = PolicyId {
                     dir: PolicyDir::In,
@@ -347,15 +373,11 @@ impl KeyingDb {
                 if self
                     .policies
                     .get(&twin)
-                    .is_some_and(|t| same_action(&t.spec, p))
+                    .is_some_and(|t| same_action(effective(t, dir, &present), p))
                 {
                     continue;
                 }
             }
-            let dir = match p.id.dir {
-                PolicyDir::Out => Direction::Out,
-                PolicyDir::In | PolicyDir::Fwd => Direction::In,
-            };
             let action = action_of(p, dir, &present);
             rules.extend(policy_configs(p, dir, action));
         }
@@ -429,6 +451,27 @@ fn check_policy(p: &AddPolicy) -> Result<(), KeyingError> {
     Ok(())
 }
 
+/// The reference a policy follows: the newest whose SAs are all installed (during a rekey
+/// or a collision several CHILD_SAs hold it, and the one charon deletes first need not be
+/// the oldest), else the newest.
+fn effective<'a>(
+    e: &'a PolicyEntry,
+    dir: Direction,
+    present: &impl Fn(Direction, u32) -> bool,
+) -> &'a AddPolicy {
+    let live = |u: &&AddPolicy| {
+        u.kind != PolicyType::Ipsec
+            || ((u.esp_spi.is_some() || u.ah_spi.is_some())
+                && u.esp_spi.is_none_or(|s| present(dir, s))
+                && u.ah_spi.is_none_or(|s| present(dir, s)))
+    };
+    e.users
+        .iter()
+        .rev()
+        .find(live)
+        .unwrap_or(&e.users[e.users.len() - 1])
+}
+
 fn same_action(a: &AddPolicy, b: &AddPolicy) -> bool {
     (a.kind, a.esp_spi, a.ah_spi, a.priority) == (b.kind, b.esp_spi, b.ah_spi, b.priority)
 }
@@ -445,8 +488,9 @@ fn action_of(p: &AddPolicy, dir: Direction, present: &impl Fn(Direction, u32) ->
                 (Some(e), None, _, None) => Action::Protect(e),
                 (None, Some(a), None, _) => Action::Protect(a),
                 // The SA (or one of a bundle's) is not installed yet: nothing may pass in
-                // the clear meanwhile; outbound, a packet asks the daemon to negotiate it.
-                _ if dir == Direction::Out && p.reqid != 0 => Action::Acquire { reqid: p.reqid },
+                // the clear meanwhile; outbound, a packet asks the daemon to negotiate it;
+                // inbound, any SA of the reqid is accepted.
+                _ if p.reqid != 0 => Action::Acquire { reqid: p.reqid },
                 _ => Action::Discard,
             }
         }

@@ -177,11 +177,14 @@ fn a_trap_policy_discards_until_its_sa_exists_and_references_are_counted() {
         Action::Protect(0xc0ffee02)
     );
     let id = policy(PolicyDir::Out, None).id;
-    assert_eq!(db.del_policy(&id), Ok(false));
+    assert_eq!(db.del_policy(&id, None, None), Ok(false));
     assert!(db.has_policy(&id));
-    assert_eq!(db.del_policy(&id), Ok(true));
+    assert_eq!(db.del_policy(&id, None, None), Ok(true));
     assert!(!db.has_policy(&id));
-    assert!(matches!(db.del_policy(&id), Err(KeyingError::NotFound(_))));
+    assert!(matches!(
+        db.del_policy(&id, None, None),
+        Err(KeyingError::NotFound(_))
+    ));
 }
 
 #[test]
@@ -341,4 +344,35 @@ fn address_ranges_become_the_fewest_prefixes() {
     let total: u64 = ps.iter().map(|p| 1u64 << (32 - p.len)).sum();
     assert_eq!(total, (256 + 250) - 3 + 1);
     assert!(range_prefixes(ip("::1"), ip("::fffe")).len() <= 254);
+}
+
+/// A rekey collision: three CHILD_SAs hold the outbound policy at once, and charon deletes
+/// the redundant newest one first. The policy follows an SA that is still installed, never
+/// the deleted one (which would drop the traffic as if no SA existed).
+#[test]
+fn a_policy_follows_a_live_sa_through_a_collision() {
+    let now = Instant::now();
+    let mut db = KeyingDb::default();
+    for spi in [0xc0de_000a, 0xc0de_000b, 0xc0de_000c] {
+        db.add_sa(gcm_sa(spi, false), now, |_, _| false).unwrap();
+        db.add_policy(policy(PolicyDir::Out, Some(spi))).unwrap();
+    }
+    let action = |db: &KeyingDb| {
+        let mut cfg = base_config();
+        db.merge_into(&mut cfg);
+        cfg.validate().unwrap();
+        cfg.policies.last().unwrap().action
+    };
+    assert_eq!(action(&db), Action::Protect(0xc0de_000c));
+    // The redundant SA goes, then charon drops its reference to the policy.
+    let id = gcm_sa(0xc0de_000c, false).id;
+    db.del_sa(&id).unwrap();
+    assert_eq!(action(&db), Action::Protect(0xc0de_000b));
+    let pid = policy(PolicyDir::Out, None).id;
+    assert_eq!(db.del_policy(&pid, Some(0xc0de_000c), None), Ok(false));
+    assert_eq!(action(&db), Action::Protect(0xc0de_000b));
+    // The old SA's reference goes by name, not the newest one.
+    assert_eq!(db.del_policy(&pid, Some(0xc0de_000a), None), Ok(false));
+    assert_eq!(action(&db), Action::Protect(0xc0de_000b));
+    assert_eq!(db.del_policy(&pid, Some(0xc0de_000b), None), Ok(true));
 }

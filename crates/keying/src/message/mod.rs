@@ -310,8 +310,16 @@ pub enum Request {
     AddPolicy(AddPolicy),
     /// A policy's last use.
     QueryPolicy(PolicyId),
-    /// Drop a reference to a policy.
-    DelPolicy(PolicyId),
+    /// Drop a reference to a policy: the one naming these SAs where given (charon says
+    /// which CHILD_SA lets go of it), else the newest.
+    DelPolicy {
+        /// Which policy.
+        id: PolicyId,
+        /// The ESP SA of the reference dropped.
+        esp_spi: Option<u32>,
+        /// The AH SA of the reference dropped.
+        ah_spi: Option<u32>,
+    },
     /// Remove every negotiated policy.
     FlushPolicies,
 }
@@ -751,7 +759,11 @@ fn request(f: &RawFrame<'_>) -> Result<Request, FrameError> {
         kind::FLUSH_SAS => Request::FlushSas,
         kind::ADD_POLICY => Request::AddPolicy(add_policy(f)?),
         kind::QUERY_POLICY => Request::QueryPolicy(policy_id(f)?),
-        kind::DEL_POLICY => Request::DelPolicy(policy_id(f)?),
+        kind::DEL_POLICY => Request::DelPolicy {
+            id: policy_id(f)?,
+            esp_spi: opt_u32(f, field::ESP_SPI, "esp_spi")?,
+            ah_spi: opt_u32(f, field::AH_SPI, "ah_spi")?,
+        },
         kind::FLUSH_POLICIES => Request::FlushPolicies,
         k => return Err(FrameError::UnknownKind(k)),
     })
@@ -835,7 +847,7 @@ fn encode_request(id: u32, r: &Request) -> Result<Zeroizing<Vec<u8>>, FrameError
         Request::FlushSas => kind::FLUSH_SAS,
         Request::AddPolicy(_) => kind::ADD_POLICY,
         Request::QueryPolicy(_) => kind::QUERY_POLICY,
-        Request::DelPolicy(_) => kind::DEL_POLICY,
+        Request::DelPolicy { .. } => kind::DEL_POLICY,
         Request::FlushPolicies => kind::FLUSH_POLICIES,
     };
     let mut w = FrameWriter::new(k, id);
@@ -857,7 +869,20 @@ fn encode_request(id: u32, r: &Request) -> Result<Zeroizing<Vec<u8>>, FrameError
         }
         Request::QuerySa(id) | Request::DelSa(id) => put_sa_id(&mut w, id),
         Request::AddPolicy(p) => put_add_policy(&mut w, p),
-        Request::QueryPolicy(p) | Request::DelPolicy(p) => put_policy_id(&mut w, p),
+        Request::QueryPolicy(p) => put_policy_id(&mut w, p),
+        Request::DelPolicy {
+            id,
+            esp_spi,
+            ah_spi,
+        } => {
+            put_policy_id(&mut w, id);
+            if let Some(s) = esp_spi {
+                w.u32(field::ESP_SPI, *s);
+            }
+            if let Some(s) = ah_spi {
+                w.u32(field::AH_SPI, *s);
+            }
+        }
         Request::FlushSas | Request::FlushPolicies => {}
     }
     w.finish()

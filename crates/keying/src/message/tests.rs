@@ -99,7 +99,14 @@ fn samples() -> Vec<Message> {
             }),
         ),
         Message::Request(9, Request::QueryPolicy(pid)),
-        Message::Request(10, Request::DelPolicy(pid)),
+        Message::Request(
+            10,
+            Request::DelPolicy {
+                id: pid,
+                esp_spi: Some(0xc001_d00d),
+                ah_spi: None,
+            },
+        ),
         Message::Request(11, Request::FlushPolicies),
         Message::Reply(
             5,

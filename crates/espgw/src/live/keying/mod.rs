@@ -422,7 +422,13 @@ fn answer(shared: &Shared, k: &Keying, req: Request) -> Reply {
                 error(ErrorCode::NotFound, "no such policy".into())
             }
         }
-        Request::DelPolicy(id) => done(change(shared, k, |db| db.del_policy(&id).map(|_| ()))),
+        Request::DelPolicy {
+            id,
+            esp_spi,
+            ah_spi,
+        } => done(change(shared, k, |db| {
+            db.del_policy(&id, esp_spi, ah_spi).map(|_| ())
+        })),
         Request::FlushPolicies => done(change(shared, k, |db| {
             db.flush_policies();
             Ok(())

@@ -8,7 +8,7 @@
 
 use espgw_config::Mode;
 use espgw_wire::ipv6::{self, Ipv6Packet};
-use espgw_wire::{esp, proto, udp};
+use espgw_wire::{checksum, esp, proto, udp};
 
 use crate::counters::DropReason;
 use crate::encap::{emit_tunnel_header, fix_ip_length, transport_split};
@@ -21,8 +21,12 @@ use crate::sa::Sa;
 pub struct SealJob {
     /// The packet's sequence number (its explicit IV too); nonce and AAD are derived
     /// from it at encryption time rather than carried here, since a 12-byte array built
-    /// from two stores and copied with 8-byte loads stalls store forwarding.
+    /// from two stores and copied with 8-byte loads stalls store forwarding. Until
+    /// [`set_seq`]: the packet's offset in its burst's block of numbers.
     pub seq: u64,
+    /// Whether the packet starts with an outer IPv4 header (tunnel mode) whose
+    /// identification is taken from the sequence number.
+    pub outer_ipv4: bool,
     /// Offset of the ESP header inside the packet.
     pub esp_off: usize,
     /// Offset of the text to encrypt inside the packet, and its length without the ICV.
@@ -121,6 +125,7 @@ pub fn encapsulate(
                 emit_tunnel_header(d, local, remote, protocol, info, sa.ttl, seq, total)?;
             Ok(SealJob {
                 seq,
+                outer_ipv4: outer_v4,
                 esp_off: ip_len + udp_len,
                 text_off: front,
                 text_len,
@@ -164,6 +169,7 @@ pub fn encapsulate(
             fix_ip_length(d, info.key.v4, total)?;
             Ok(SealJob {
                 seq,
+                outer_ipv4: false,
                 esp_off: hdr_len + udp_len,
                 text_off: hdr_len + gap,
                 text_len,
@@ -174,6 +180,26 @@ pub fn encapsulate(
             })
         }
     }
+}
+
+/// Gives an encapsulated packet (`d`, its bytes) its sequence number, reserved after
+/// encapsulation: the ESP header's field, the outer IPv4 identification (its checksum
+/// updated, RFC 1624) and the job's number.
+#[inline(always)]
+pub fn set_seq(d: &mut [u8], job: &mut SealJob, seq: u64) {
+    if let Some(f) = d.get_mut(job.esp_off + 4..job.esp_off + 8) {
+        f.copy_from_slice(&(seq as u32).to_be_bytes());
+    }
+    if job.outer_ipv4 {
+        if let Some(h) = d.get_mut(..12) {
+            let old = u16::from_be_bytes([h[4], h[5]]);
+            let new = seq as u16;
+            let check = u16::from_be_bytes([h[10], h[11]]);
+            h[4..6].copy_from_slice(&new.to_be_bytes());
+            h[10..12].copy_from_slice(&checksum::update16(check, old, new).to_be_bytes());
+        }
+    }
+    job.seq = seq;
 }
 
 /// Work left after encryption: the UDP checksum of ESP-in-UDP over IPv6, which covers the

@@ -14,6 +14,7 @@
 //! - [`ah`]: the AH transforms (RFC 4302), alone or around ESP (bundles);
 //! - [`node`]: one worker's whole packet path: host triage, reassembly, the pipeline,
 //!   fragmentation and ICMP errors, neighbour holds;
+//! - [`order`]: one SA over several workers: bursts in arrival order;
 //! - [`transmit`]: what a node hands back: frames to send, queued per port;
 //! - [`pipeline`]: a burst through the SPD, the SAs and the transforms;
 //! - [`route`]: longest-prefix match and neighbours;
@@ -36,6 +37,7 @@ pub mod fragment;
 pub mod host;
 pub mod neighbour;
 pub mod node;
+pub mod order;
 pub mod packet;
 pub mod pipeline;
 pub mod reassembly;

@@ -229,6 +229,19 @@ impl Node {
         }
     }
 
+    /// Spreads one input over several workers in order (see [`crate::order`]): the
+    /// pipeline's ordered section goes through `turnstile`, each burst with the ticket
+    /// given by [`Node::set_ticket`] before [`Node::receive`]. Transmitting in ticket
+    /// order is the caller's part.
+    pub fn set_order(&mut self, turnstile: Option<Arc<crate::order::Turnstile>>) {
+        self.pipeline.set_order(turnstile);
+    }
+
+    /// The next burst's place in arrival order, with an order set.
+    pub fn set_ticket(&mut self, ticket: u64) {
+        self.pipeline.set_ticket(ticket);
+    }
+
     /// Runs the frames received on `port` (drained from `frames`) through the whole path;
     /// what to send goes to `tx`.
     pub fn receive(
@@ -239,9 +252,10 @@ impl Node {
         tx: &mut Transmit,
     ) {
         if frames.is_empty() {
+            self.pipeline.skip_ticket();
             return;
         }
-        let t = self.tables().clone();
+        let t = self.pipeline.tables_handle();
         let dir = self.direction(port);
         // Steps 1 and 3 in one pass over the burst: the host stage decides for each frame
         // as the pipeline reaches it, and keeps what is not the pipeline's.
@@ -523,7 +537,7 @@ impl Node {
     /// the expired; asks again for the rest.
     fn release_held(&mut self, now: Instant, tx: &mut Transmit) {
         self.neighbour_version = self.neighbours.version();
-        let t = self.tables().clone();
+        let t = self.pipeline.tables_handle();
         let mut pending = std::mem::replace(&mut self.held, std::mem::take(&mut self.held_spare));
         while let Some(mut h) = pending.pop_front() {
             let hop = h.hop;

@@ -74,6 +74,10 @@ fn ah_header_len(sa: &SaConfig) -> usize {
 }
 
 /// Everything the data plane reads, built from one configuration and swapped whole (a snapshot: workers pick the new one up between bursts).
+// Aligned to two cache lines: in its `Arc` the snapshot then starts a line after the
+// reference counts, which change on every reload, so that its first fields (read every
+// burst by every worker) do not share their line.
+#[repr(align(128))]
 pub struct Tables {
     /// Every SA, indexed by the SPD's actions.
     pub sas: Vec<Sa>,

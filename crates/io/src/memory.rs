@@ -30,6 +30,14 @@ impl MemoryPort {
             sent: Vec::new(),
         }
     }
+
+    /// Receives next from template `index` (modulo their number): several workers that
+    /// share one input by ticket read the templates in ticket order.
+    pub fn seek(&mut self, index: usize) {
+        if !self.templates.is_empty() {
+            self.next = index % self.templates.len();
+        }
+    }
 }
 
 impl Port for MemoryPort {

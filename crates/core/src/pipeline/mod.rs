@@ -36,6 +36,7 @@ use crate::esp_out::{self, SealJob};
 use crate::flow::{parse_ip, FlowKey, IpInfo};
 use crate::host::{self, HopLimit, Triage};
 use crate::neighbour::NeighbourCache;
+use crate::order::Turnstile;
 use crate::packet::{Packet, Verdict};
 use crate::spd::SpdAction;
 use crate::tables::Tables;
@@ -60,13 +61,20 @@ enum Slot {
         job: SealJob,
         ah: Option<(u32, u64)>,
     },
+    /// AH alone for SA `sa`, added once the burst's sequence numbers are reserved; `off`:
+    /// the packet's offset in the SA's block.
+    AddAh { sa: u32, off: u64 },
     /// ESP for SA `job.sa`, with its full sequence number once inferred.
     Open { job: OpenJob, seq: u64 },
 }
 
 /// One worker's pipeline over a table snapshot.
 pub struct Pipeline {
-    tables: Arc<Tables>,
+    /// The snapshot, behind this pipeline's own handle: a burst clones the handle (an
+    /// atomic add on a line only this worker touches) rather than the snapshot's shared
+    /// count, which every worker would otherwise bounce between cores twice per burst.
+    #[allow(clippy::redundant_allocation)] // the second allocation is the point (above)
+    tables: Arc<Arc<Tables>>,
     /// What this worker counted (received, sent, encrypted, drops by reason).
     pub counters: WorkerCounters,
     slots: Vec<Slot>,
@@ -90,6 +98,12 @@ pub struct Pipeline {
     ah_scratch: Vec<u8>,
     /// Trap policies hit since last taken: (reqid, the first packet's selectors).
     acquires: Vec<(u32, FlowKey)>,
+    /// Inbound: the runs of one SA's packets in the burst (start, end, SA).
+    runs: Vec<(usize, usize, u32)>,
+    /// Where bursts of one input are spread over several workers: the turnstile of the
+    /// ordered section, and the next burst's ticket (see [`crate::order`]).
+    order: Option<Arc<Turnstile>>,
+    ticket: Option<u64>,
 }
 
 /// The most acquisitions a pipeline keeps until they are taken (one per reqid).
@@ -108,12 +122,16 @@ pub struct HostStage<'a> {
     pub claims: &'a mut Vec<(usize, Triage)>,
 }
 
-/// Sequence numbers one burst reserved for one SA: `next..end` are still free. Reserving
-/// once per SA and burst keeps the shared atomic counter off the per-packet path.
+/// Sequence numbers of one SA in one burst: claimed per packet during classification,
+/// reserved together afterwards (once per SA and burst keeps the shared atomic counter off
+/// the per-packet path, and lets bursts on several workers reserve in arrival order).
 struct SeqBlock {
     sa: u32,
-    next: u64,
-    end: u64,
+    /// How many packets claimed a number.
+    used: u64,
+    /// The first number reserved, and how many were (`granted <= used`).
+    first: u64,
+    granted: u64,
     /// Why packets beyond the block are refused.
     empty: DropReason,
 }
@@ -122,7 +140,7 @@ impl Pipeline {
     /// A pipeline over `tables`, with empty scratch space.
     pub fn new(tables: Arc<Tables>) -> Self {
         Pipeline {
-            tables,
+            tables: Arc::new(tables),
             counters: WorkerCounters::default(),
             slots: Vec::new(),
             oks: Vec::new(),
@@ -134,7 +152,50 @@ impl Pipeline {
             too_big: Vec::new(),
             ah_scratch: Vec::new(),
             acquires: Vec::new(),
+            runs: Vec::new(),
+            order: None,
+            ticket: None,
         }
+    }
+
+    /// Spreads one input over several workers in order: every burst this pipeline
+    /// processes then carries a ticket ([`Pipeline::set_ticket`]), and its ordered section
+    /// (outbound: reserving sequence numbers; inbound: updating replay windows) goes
+    /// through `turnstile` in ticket order. `None`: bursts are independent (one worker
+    /// per input, or flows spread by hash).
+    pub fn set_order(&mut self, turnstile: Option<Arc<Turnstile>>) {
+        self.order = turnstile;
+        self.ticket = None;
+    }
+
+    /// The ticket of the next burst (its place in arrival order), with an order set.
+    pub fn set_ticket(&mut self, ticket: u64) {
+        self.ticket = Some(ticket);
+    }
+
+    /// Lets the ticket of a burst that never reaches the pipeline (empty) through the
+    /// ordered section, so that later bursts do not wait for it.
+    pub fn skip_ticket(&mut self) {
+        if let (Some(o), Some(t)) = (&self.order, self.ticket.take()) {
+            o.skip(t);
+        }
+    }
+
+    /// Runs `section` in this burst's turn, if bursts are ordered.
+    #[inline]
+    fn in_turn(&mut self, section: impl FnOnce(&mut Self)) {
+        // Taken out and put back rather than cloned: a clone is an atomic add on the
+        // turnstile's shared count, a line every worker would bounce per burst.
+        let order = self.order.take();
+        match (&order, self.ticket.take()) {
+            (Some(o), Some(t)) => {
+                o.wait(t);
+                section(self);
+                o.pass(t);
+            }
+            _ => section(self),
+        }
+        self.order = order;
     }
 
     /// The table snapshot in use.
@@ -144,7 +205,13 @@ impl Pipeline {
 
     /// Starts using a new snapshot (from the next burst on).
     pub fn set_tables(&mut self, t: Arc<Tables>) {
-        self.tables = t;
+        self.tables = Arc::new(t);
+    }
+
+    /// This pipeline's handle on its snapshot: cheap to clone per burst (see the field).
+    #[allow(clippy::redundant_allocation)] // see the field
+    pub fn tables_handle(&self) -> Arc<Arc<Tables>> {
+        self.tables.clone()
     }
 
     /// The packets of the last burst (or [`Pipeline::route_local`] call) whose next hop
@@ -203,6 +270,7 @@ impl Pipeline {
         self.spi_cache = None;
         self.unresolved.clear();
         self.too_big.clear();
+        self.seq_blocks.clear();
         let n = pkts.len();
         for (i, p) in pkts.iter_mut().enumerate() {
             let mut ttl_due = false;
@@ -231,23 +299,28 @@ impl Pipeline {
                         host::decrement_ttl_v4(p.data_mut());
                     }
                     match dir {
-                        Direction::Out => self.classify_out(&t, p, info, (n - i) as u64),
+                        Direction::Out => self.classify_out(&t, p, info),
                         Direction::In => self.classify_in(&t, p, info),
                     }
                 }
             };
             self.slots.push(slot);
         }
-        // Numbers reserved for packets that did not come go back to the SA if nobody
-        // reserved after us (otherwise they are a gap, never reused).
-        for b in self.seq_blocks.drain(..) {
-            t.sas[b.sa as usize].give_back_seq(b.next, b.end);
+        // The ordered section: numbers reserved in arrival order (outbound).
+        if dir == Direction::Out {
+            self.in_turn(|pl| pl.reserve_seq_blocks(&t));
         }
         let mut i = 0;
+        self.runs.clear();
         while i < n {
             let key = match self.slots[i] {
                 Slot::Sealed { sa, .. } => (0, sa),
                 Slot::Open { job, .. } => (1, job.sa),
+                Slot::AddAh { .. } => {
+                    self.finish_ah(&t, i, &mut pkts[i]);
+                    i += 1;
+                    continue;
+                }
                 _ => {
                     i += 1;
                     continue;
@@ -267,8 +340,22 @@ impl Pipeline {
                 self.crypt_run(&t, key.1, &mut pkts[i..j], i);
             } else {
                 self.open_run(&t, key.1, &mut pkts[i..j], i);
+                self.runs.push((i, j, key.1));
             }
             i = j;
+        }
+        if dir == Direction::In {
+            // The ordered section: replay windows updated in arrival order (inbound).
+            self.in_turn(|pl| {
+                for r in 0..pl.runs.len() {
+                    let (i, j, sa) = pl.runs[r];
+                    pl.accept_run(&t, sa, &mut pkts[i..j], i);
+                }
+            });
+            for r in 0..self.runs.len() {
+                let (i, j, sa) = self.runs[r];
+                self.decapsulate_run(&t, sa, &mut pkts[i..j], i);
+            }
         }
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Route { v4, dst } = self.slots[k] {
@@ -293,7 +380,7 @@ impl Pipeline {
         a
     }
 
-    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo, remaining: u64) -> Slot {
+    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
         match self.spd_lookup(t, Direction::Out, info.key) {
             None => {
                 self.drop_pkt(p, DropReason::NoPolicy);
@@ -310,12 +397,10 @@ impl Pipeline {
             }
             Some(SpdAction::Bypass) => self.bypass(p, &info),
             Some(SpdAction::Protect(sa)) if t.sas[sa as usize].proto == SaProto::Ah => {
-                self.protect_ah(t, sa, p, &info, remaining)
+                self.protect_ah(t, sa, p, &info)
             }
-            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, None, p, &info, remaining),
-            Some(SpdAction::Bundle { esp, ah }) => {
-                self.encapsulate(t, esp, Some(ah), p, &info, remaining)
-            }
+            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, None, p, &info),
+            Some(SpdAction::Bundle { esp, ah }) => self.encapsulate(t, esp, Some(ah), p, &info),
         }
     }
 

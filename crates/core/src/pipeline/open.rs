@@ -75,7 +75,10 @@ impl Pipeline {
         }
     }
 
-    /// Authenticates, decrypts and decapsulates a run of ESP packets of SA `sa_idx`.
+    /// Authenticates and decrypts a run of ESP packets of SA `sa_idx` (lifetime and replay
+    /// pre-check, then one crypto call); what fails is dropped. The window is updated
+    /// afterwards for the whole burst ([`Pipeline::accept_run`]), in arrival order when
+    /// bursts are spread over workers.
     pub(super) fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut replayed = 0u64;
@@ -105,6 +108,10 @@ impl Pipeline {
                 }
             }
         }
+        self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
+        sa.state.counters.drop(DropReason::LifetimeExpired, expired);
+        self.counters.drops[DropReason::Replay as usize] += replayed;
+        sa.state.counters.drop(DropReason::Replay, replayed);
         // 2. One crypto call: authenticate and decrypt.
         let icv = sa.icv_len;
         let Some(key) = sa.esp_key() else {
@@ -121,38 +128,57 @@ impl Pipeline {
         self.oks.resize(ops.len(), false);
         key.open_burst(&mut ops, &mut self.oks);
         drop(ops);
-        // 3. Window update for authentic packets, under one lock.
         let mut auth_failed = 0u64;
+        let mut o = 0;
+        for (k, p) in pkts.iter_mut().enumerate() {
+            let slot = &mut self.slots[base + k];
+            if let Slot::Open { .. } = *slot {
+                if !self.oks[o] {
+                    auth_failed += 1;
+                    *slot = Slot::Done;
+                    p.verdict = Verdict::Drop(DropReason::AuthFailed);
+                }
+                o += 1;
+            }
+        }
+        self.counters.drops[DropReason::AuthFailed as usize] += auth_failed;
+        sa.state.counters.drop(DropReason::AuthFailed, auth_failed);
+    }
+
+    /// Step 3: the replay-window update for the authentic packets of a run, under one
+    /// lock; a number already seen (by a packet of this burst, or on another worker since
+    /// the pre-check) is dropped.
+    pub(super) fn accept_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
+        let sa = &t.sas[sa_idx as usize];
+        let mut replayed = 0u64;
         {
             let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
-            let mut o = 0;
             for (k, p) in pkts.iter_mut().enumerate() {
                 let slot = &mut self.slots[base + k];
                 let Slot::Open { seq, .. } = *slot else {
                     continue;
                 };
-                let ok = self.oks[o];
-                o += 1;
-                let r = if !ok {
-                    auth_failed += 1;
-                    DropReason::AuthFailed
-                } else if !w.check_and_update(seq) {
+                if !w.check_and_update(seq) {
                     replayed += 1;
-                    DropReason::Replay
-                } else {
-                    continue;
-                };
-                *slot = Slot::Done;
-                p.verdict = Verdict::Drop(r);
+                    *slot = Slot::Done;
+                    p.verdict = Verdict::Drop(DropReason::Replay);
+                }
             }
         }
-        self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
-        sa.state.counters.drop(DropReason::LifetimeExpired, expired);
         self.counters.drops[DropReason::Replay as usize] += replayed;
-        self.counters.drops[DropReason::AuthFailed as usize] += auth_failed;
         sa.state.counters.drop(DropReason::Replay, replayed);
-        sa.state.counters.drop(DropReason::AuthFailed, auth_failed);
-        // 4. Trailer, decapsulation, inbound policy.
+    }
+
+    /// Step 4: trailer, decapsulation and the inbound policy check for a run's accepted
+    /// packets.
+    pub(super) fn decapsulate_run(
+        &mut self,
+        t: &Tables,
+        sa_idx: u32,
+        pkts: &mut [Packet],
+        base: usize,
+    ) {
+        let sa = &t.sas[sa_idx as usize];
         let mut good = 0u64;
         let mut bytes = 0u64;
         for (k, p) in pkts.iter_mut().enumerate() {

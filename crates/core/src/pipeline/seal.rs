@@ -4,54 +4,86 @@
 use super::*;
 
 impl Pipeline {
-    /// The next sequence number of SA `sa_idx` in this burst, reserving a block for the
-    /// `remaining` packets of the burst on first use.
-    pub(super) fn next_seq(
-        &mut self,
-        t: &Tables,
-        sa_idx: u32,
-        remaining: u64,
-    ) -> Result<u64, DropReason> {
+    /// Claims the next sequence number of SA `sa_idx` in this burst: its offset in the
+    /// block the burst reserves for the SA once classification is done
+    /// ([`Pipeline::reserve_seq_blocks`]). The packet is encapsulated with the offset in
+    /// place of the number, and gets the number itself just before encryption.
+    #[inline]
+    pub(super) fn claim_seq(&mut self, sa_idx: u32) -> u64 {
         let b = match self.seq_blocks.iter().position(|b| b.sa == sa_idx) {
             Some(b) => b,
             None => {
-                let sa = &t.sas[sa_idx as usize];
-                let allowed = sa.lifetime_allowance(remaining);
-                let (first, granted) = if allowed > 0 {
-                    sa.reserve_seq(allowed)
-                } else {
-                    (0, 0)
-                };
-                // Short of the SA's last number: the persisted reservation ran out.
-                let reached_max = sa
-                    .state
-                    .exhausted
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    || (granted > 0 && first + (granted - 1) == sa.max_seq());
-                let empty = if granted < allowed {
-                    if reached_max {
-                        DropReason::SeqExhausted
-                    } else {
-                        DropReason::SeqUnreserved
-                    }
-                } else {
-                    DropReason::LifetimeExpired
-                };
                 self.seq_blocks.push(SeqBlock {
                     sa: sa_idx,
-                    next: first,
-                    end: first + granted,
-                    empty,
+                    used: 0,
+                    first: 0,
+                    granted: 0,
+                    empty: DropReason::LifetimeExpired,
                 });
                 self.seq_blocks.len() - 1
             }
         };
         let b = &mut self.seq_blocks[b];
-        if b.next < b.end {
-            b.next += 1;
-            Ok(b.next - 1)
+        b.used += 1;
+        b.used - 1
+    }
+
+    /// Reserves, for every SA of the burst, as many sequence numbers as its packets
+    /// claimed (and its lifetime allows): one atomic add per SA and burst. With an order
+    /// set, bursts do this in arrival order, so that numbers follow arrival order across
+    /// workers.
+    pub(super) fn reserve_seq_blocks(&mut self, t: &Tables) {
+        for b in &mut self.seq_blocks {
+            let sa = &t.sas[b.sa as usize];
+            let allowed = sa.lifetime_allowance(b.used);
+            let (first, granted) = if allowed > 0 {
+                sa.reserve_seq(allowed)
+            } else {
+                (0, 0)
+            };
+            let reached_max = sa
+                .state
+                .exhausted
+                .load(std::sync::atomic::Ordering::Relaxed)
+                || (granted > 0 && first + (granted - 1) == sa.max_seq());
+            if granted > 0 && first + (granted - 1) == sa.max_seq() {
+                // The last number there is: the SA is finished once it is sent.
+                sa.state
+                    .exhausted
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            b.first = first;
+            b.granted = granted;
+            // Short of the SA's last number: the persisted reservation ran out.
+            b.empty = if granted < allowed {
+                if reached_max {
+                    DropReason::SeqExhausted
+                } else {
+                    DropReason::SeqUnreserved
+                }
+            } else {
+                DropReason::LifetimeExpired
+            };
+        }
+    }
+
+    /// The block reserved for SA `sa_idx` in this burst: (first number, how many, why
+    /// packets past them are refused).
+    #[inline]
+    pub(super) fn seq_block(&self, sa_idx: u32) -> (u64, u64, DropReason) {
+        match self.seq_blocks.iter().find(|b| b.sa == sa_idx) {
+            Some(b) => (b.first, b.granted, b.empty),
+            None => (0, 0, DropReason::SeqUnreserved),
+        }
+    }
+
+    /// The sequence number of the packet that claimed offset `off` of SA `sa_idx`.
+    pub(super) fn resolve_seq(&self, sa_idx: u32, off: u64) -> Result<u64, DropReason> {
+        let (first, granted, empty) = self.seq_block(sa_idx);
+        if off < granted {
+            Ok(first + off)
         } else {
-            Err(b.empty)
+            Err(empty)
         }
     }
 
@@ -71,26 +103,9 @@ impl Pipeline {
         false
     }
 
-    /// The next sequence number of SA `sa_idx`, marking the SA finished when it is the
-    /// last there is.
-    pub(super) fn take_seq(
-        &mut self,
-        t: &Tables,
-        sa_idx: u32,
-        remaining: u64,
-    ) -> Result<u64, DropReason> {
-        let seq = self.next_seq(t, sa_idx, remaining)?;
-        let sa = &t.sas[sa_idx as usize];
-        if seq == sa.max_seq() {
-            sa.state
-                .exhausted
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(seq)
-    }
-
-    /// Gives a packet of SA `sa_idx` its sequence number and ESP encapsulation; with
-    /// `then_ah` (a bundle) also the sequence number of the AH SA applied after encryption.
+    /// Gives a packet of SA `sa_idx` its ESP encapsulation and claims its sequence number;
+    /// with `then_ah` (a bundle) also claims the number of the AH SA applied after
+    /// encryption.
     // Always inlined into the classification pass: returned through memory, the 112-byte
     // slot is stored in pieces and reloaded whole, a store-forwarding stall per packet
     // (perf: 17 % of the pass at 64 bytes once the host stage made the pass too large for
@@ -103,26 +118,23 @@ impl Pipeline {
         then_ah: Option<u32>,
         p: &mut Packet,
         info: &IpInfo,
-        remaining: u64,
     ) -> Slot {
         if !self.fits(t, sa_idx, p, info) {
             return Slot::Done;
         }
         let sa = &t.sas[sa_idx as usize];
-        let res = self
-            .take_seq(t, sa_idx, remaining)
-            .and_then(|seq| esp_out::encapsulate(p, sa, seq, info));
-        let job = match res {
+        let off = self.claim_seq(sa_idx);
+        let job = match esp_out::encapsulate(p, sa, off, info) {
             Ok(job) => job,
-            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
+            Err(r) => {
+                // The last claim, given back: a packet dropped here uses no number.
+                if let Some(b) = self.seq_blocks.iter_mut().find(|b| b.sa == sa_idx) {
+                    b.used -= 1;
+                }
+                return self.drop_classified(t, p, r, Some(sa_idx));
+            }
         };
-        let ah = match then_ah {
-            None => None,
-            Some(a) => match self.take_seq(t, a, remaining) {
-                Ok(seq) => Some((a, seq)),
-                Err(r) => return self.drop_classified(t, p, r, Some(a)),
-            },
-        };
+        let ah = then_ah.map(|a| (a, self.claim_seq(a)));
         Slot::Sealed {
             sa: sa_idx,
             job,
@@ -130,28 +142,39 @@ impl Pipeline {
         }
     }
 
-    /// Adds AH alone (one packet): the SA's sequence number, header and ICV.
+    /// AH alone (one packet): claims the SA's sequence number; header and ICV are added
+    /// once the number is reserved ([`Pipeline::finish_ah`]).
     pub(super) fn protect_ah(
         &mut self,
         t: &Tables,
         sa_idx: u32,
         p: &mut Packet,
         info: &IpInfo,
-        remaining: u64,
     ) -> Slot {
         if !self.fits(t, sa_idx, p, info) {
             return Slot::Done;
         }
+        Slot::AddAh {
+            sa: sa_idx,
+            off: self.claim_seq(sa_idx),
+        }
+    }
+
+    /// Adds AH alone to the packet in slot `k` once its SA's numbers are reserved.
+    pub(super) fn finish_ah(&mut self, t: &Tables, k: usize, p: &mut Packet) {
+        let Slot::AddAh { sa, off } = self.slots[k] else {
+            return;
+        };
         let res = self
-            .take_seq(t, sa_idx, remaining)
-            .and_then(|seq| self.add_ah(t, sa_idx, p, seq));
-        match res {
+            .resolve_seq(sa, off)
+            .and_then(|seq| self.add_ah(t, sa, p, seq));
+        self.slots[k] = match res {
             Ok((v4, dst)) => {
                 self.counters.encrypted += 1;
                 Slot::Route { v4, dst }
             }
-            Err(r) => self.drop_classified(t, p, r, Some(sa_idx)),
-        }
+            Err(r) => self.drop_classified(t, p, r, Some(sa)),
+        };
     }
 
     /// Adds AH of SA `sa_idx` with `seq` to `p` and counts it on the SA; returns where the
@@ -172,24 +195,37 @@ impl Pipeline {
     }
 
     /// Encrypts a run of encapsulated packets that all use SA `sa_idx`; `base` is the
-    /// run's index in the burst.
+    /// run's index in the burst. Each packet first gets its sequence number from the
+    /// burst's block (a packet past the block is dropped).
     pub(super) fn crypt_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
-        let sealed = pkts.len() as u64;
         let mut bytes = 0u64;
         let icv = sa.icv_len;
         let Some(key) = sa.esp_key() else {
             return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
         };
-        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(sealed as usize);
+        let (first, granted, empty) = self.seq_block(sa_idx);
+        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Sealed { job, .. } = self.slots[base + k] {
-                bytes += u64::from(job.payload_len);
-                let d = p.data_mut();
-                let esp = &mut d[job.esp_off..job.text_off + job.text_len + icv];
-                ops.push(EspOp { esp, seq: job.seq });
+            let slot = &mut self.slots[base + k];
+            let Slot::Sealed { job, .. } = slot else {
+                continue;
+            };
+            if job.seq >= granted {
+                *slot = Slot::Done;
+                t.sas[sa_idx as usize].state.counters.drop(empty, 1);
+                p.verdict = Verdict::Drop(empty);
+                self.counters.drop(empty);
+                continue;
             }
+            let seq = first + job.seq;
+            let d = p.data_mut();
+            esp_out::set_seq(d, job, seq);
+            bytes += u64::from(job.payload_len);
+            let esp = &mut d[job.esp_off..job.text_off + job.text_len + icv];
+            ops.push(EspOp { esp, seq });
         }
+        let sealed = ops.len() as u64;
         key.seal_burst(&mut ops);
         drop(ops);
         for (k, p) in pkts.iter_mut().enumerate() {
@@ -197,7 +233,10 @@ impl Pipeline {
                 esp_out::finish(p, &job);
                 let route = match ah {
                     None => Ok((job.route_v4, job.route_dst)),
-                    Some((a, seq)) => self.add_ah(t, a, p, seq).map_err(|r| (r, a)),
+                    Some((a, off)) => self
+                        .resolve_seq(a, off)
+                        .and_then(|seq| self.add_ah(t, a, p, seq))
+                        .map_err(|r| (r, a)),
                 };
                 self.slots[base + k] = match route {
                     Ok((v4, dst)) => Slot::Route { v4, dst },

@@ -21,6 +21,7 @@ use zeroize_free::key_of;
 use crate::gen::{self, FlowSpec, FCS_LEN, L4};
 
 mod spd;
+mod workers;
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -53,6 +54,21 @@ pub enum BenchCmd {
         /// Run under the live gateway's seccomp filter (kill mode), to measure its cost.
         #[arg(long)]
         seccomp: bool,
+        /// Worker counts to measure (e.g. 1,2,4,8): the node on that many threads, with
+        /// the scaling against one worker and an order check of what leaves.
+        #[arg(long, value_delimiter = ',')]
+        workers: Vec<usize>,
+        /// SA counts with --workers (SA k protects the far host 203.0.113.k+1).
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        sas: Vec<usize>,
+        /// With --workers: "ordered" (one input in arrival order, any SA count), "hash"
+        /// (each SA on one worker) or "auto" (ordered when there are fewer SAs than
+        /// workers).
+        #[arg(long, default_value = "auto")]
+        spread: String,
+        /// With --workers: pin worker i to the i-th CPU.
+        #[arg(long)]
+        pin: bool,
     },
     /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
     Spd {
@@ -88,6 +104,10 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             no_raw,
             json,
             seccomp,
+            workers,
+            sas,
+            spread,
+            pin,
         } => {
             if seccomp {
                 espgw::install_seccomp_filter(espgw::SeccompArg::Kill)
@@ -95,6 +115,26 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 println!("under the live gateway's seccomp filter (kill mode)");
             }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
+            if !workers.is_empty() {
+                if workers.contains(&0) || sas.contains(&0) {
+                    return Err("--workers and --sas take counts of at least 1".into());
+                }
+                let args = workers::WorkersArgs {
+                    workers,
+                    sas,
+                    spread: workers::Spread::parse(&spread)?,
+                    pin,
+                };
+                return workers::dataplane_workers(
+                    crypto,
+                    secs,
+                    &sizes,
+                    &algs,
+                    &directions,
+                    &args,
+                    json.as_deref(),
+                );
+            }
             let with_raw = !no_raw;
             dataplane(
                 crypto,

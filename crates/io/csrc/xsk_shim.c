@@ -5,8 +5,8 @@
  * buffers in bursts: half of the UMEM frames serve the fill ring (receive), half the
  * transmit ring.
  *
- * The XDP program that redirects every frame of a queue to its socket is espgw's own
- * (five instructions, below), loaded and attached with libbpf when the first socket of
+ * The XDP program that redirects the frames of a queue to its socket (all but IKE for the
+ * host's charon) is espgw's own (below), loaded and attached with libbpf when the first socket of
  * an interface opens and detached with the last one. libxdp's default program would do
  * the same, but libxdp takes a lock in (and pins its dispatcher to) a bpffs mount, which
  * it mounts itself where none is: that needs CAP_SYS_ADMIN, and a writable /sys/fs/bpf.
@@ -59,27 +59,117 @@ static struct espgw_xdp_prog *progs;
 /* Queue indexes the XSKMAP can hold (a socket on a higher queue is refused). */
 #define XSKMAP_ENTRIES 256
 
-/* Loads `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`: frames of a
- * queue with a socket go to it, others (no socket there) to the kernel. */
+/* The program, built instruction by instruction (no compiler, no BPF object file). Jumps
+ * name their target by label; `assemble` turns labels into offsets. */
+enum label { L_NONE, L_IPV4, L_IPV6, L_UDP, L_PASS, L_REDIRECT, L_COUNT };
+struct asm_insn {
+	struct bpf_insn insn;
+	enum label target; /* a jump's target, or L_NONE */
+	enum label here;   /* the label this instruction carries, or L_NONE */
+};
+#define I(c, d, s_, o, i) { .code = (c), .dst_reg = (d), .src_reg = (s_), .off = (o), .imm = (i) }
+#define INS(...) { .insn = I(__VA_ARGS__) }
+#define JMP(c, d, i, t) { .insn = I(BPF_JMP | (c) | BPF_K, d, 0, 0, i), .target = (t) }
+#define JMPX(c, d, s_, t) { .insn = I(BPF_JMP | (c) | BPF_X, d, s_, 0, 0), .target = (t) }
+#define AT(l, ...) { .insn = I(__VA_ARGS__), .here = (l) }
+
+/* Network-order 16- and 32-bit fields as a little-endian load sees them. */
+#define LE16(v) ((uint16_t)((((v) & 0xff) << 8) | ((v) >> 8)))
+#define ETH_IPV4 LE16(0x0800)
+#define ETH_IPV6 LE16(0x86dd)
+#define UDP_IKE LE16(500)
+#define UDP_NATT LE16(4500)
+
+/* The program: IKE for the host's charon goes to the kernel, everything else of a queue to
+ * its socket (frames of a queue without one to the kernel):
+ *
+ *   UDP to port 500 (IKE), and UDP to port 4500 whose payload starts with the non-ESP
+ *   marker (four zero bytes: IKE after NAT detection) or is shorter than four bytes (a NAT
+ *   keepalive, RFC 3948 §2.3, which the kernel's encapsulation socket drops), over IPv4 (not
+ *   a later fragment) or IPv6 (UDP right after the fixed header): XDP_PASS;
+ *   otherwise: return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS).
+ *
+ * ESP and ESP in UDP stay with espgw. Every packet read is bounds-checked against
+ * data_end first, as the verifier requires. */
 static int load_redirect_prog(int map_fd)
 {
-	struct bpf_insn insns[] = {
-		/* r2 = ctx->rx_queue_index */
-		{ .code = BPF_LDX | BPF_W | BPF_MEM, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_1,
-		  .off = offsetof(struct xdp_md, rx_queue_index) },
+	struct asm_insn prog[] = {
+		INS(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0),  /* r6 = ctx */
+		INS(BPF_LDX | BPF_W | BPF_MEM, BPF_REG_2, BPF_REG_6, offsetof(struct xdp_md, data), 0),
+		INS(BPF_LDX | BPF_W | BPF_MEM, BPF_REG_3, BPF_REG_6, offsetof(struct xdp_md, data_end), 0),
+		/* Ethernet */
+		INS(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 14),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 12, 0),
+		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV4, L_IPV4),
+		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV6, L_IPV6),
+		JMP(BPF_JA, 0, 0, L_REDIRECT),
+		/* IPv4: protocol UDP, not a later fragment, header length from IHL */
+		AT(L_IPV4, BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 34),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 23, 0),
+		JMP(BPF_JNE, BPF_REG_5, 17, L_REDIRECT),
+		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 20, 0),
+		INS(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_5, 0, 0, LE16(0x1fff)),
+		JMP(BPF_JNE, BPF_REG_5, 0, L_REDIRECT),
+		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 14, 0),
+		INS(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_5, 0, 0, 0x0f),
+		INS(BPF_ALU64 | BPF_LSH | BPF_K, BPF_REG_5, 0, 0, 2),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, 14),
+		INS(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_2, BPF_REG_5, 0, 0),
+		JMP(BPF_JA, 0, 0, L_UDP),
+		/* IPv6: next header UDP */
+		AT(L_IPV6, BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 54),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 20, 0),
+		JMP(BPF_JNE, BPF_REG_5, 17, L_REDIRECT),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, 54),
+		/* UDP (r2: its header): port 500, or 4500 with the marker or a keepalive */
+		AT(L_UDP, BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 8),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 2, 0),
+		JMP(BPF_JEQ, BPF_REG_5, UDP_IKE, L_PASS),
+		JMP(BPF_JNE, BPF_REG_5, UDP_NATT, L_REDIRECT),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 4),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_PASS),
+		INS(BPF_LDX | BPF_W | BPF_MEM, BPF_REG_5, BPF_REG_2, 8, 0),
+		JMP(BPF_JEQ, BPF_REG_5, 0, L_PASS),
+		JMP(BPF_JA, 0, 0, L_REDIRECT),
+		AT(L_PASS, BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS),
+		INS(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
+		/* The queue's socket, or the kernel where the queue has none. */
+		AT(L_REDIRECT, BPF_LDX | BPF_W | BPF_MEM, BPF_REG_2, BPF_REG_6,
+		   offsetof(struct xdp_md, rx_queue_index), 0),
 		/* r1 = &xsks (a 16-byte load of the map's fd, rewritten by the verifier) */
-		{ .code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1,
-		  .src_reg = BPF_PSEUDO_MAP_FD, .imm = map_fd },
-		{ 0 },
-		/* r3 = XDP_PASS: the action where the map has no socket for the queue */
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3, .imm = XDP_PASS },
-		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_redirect_map },
-		{ .code = BPF_JMP | BPF_EXIT },
+		INS(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+		INS(0, 0, 0, 0, 0),
+		INS(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0, XDP_PASS),
+		INS(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_redirect_map),
+		INS(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
 	};
+	enum { N = sizeof(prog) / sizeof(prog[0]) };
+	struct bpf_insn insns[N];
+	int at[L_COUNT];
+	for (int i = 0; i < L_COUNT; i++)
+		at[i] = -1;
+	for (int i = 0; i < N; i++)
+		if (prog[i].here != L_NONE)
+			at[prog[i].here] = i;
+	for (int i = 0; i < N; i++) {
+		insns[i] = prog[i].insn;
+		if (prog[i].target != L_NONE) {
+			if (at[prog[i].target] < 0)
+				return -EINVAL;
+			insns[i].off = (int16_t)(at[prog[i].target] - (i + 1));
+		}
+	}
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_XDP);
 	/* The program is espgw's (Apache-2.0); the one helper it calls is not GPL-only. */
-	return bpf_prog_load(BPF_PROG_TYPE_XDP, "espgw_xsk", "Apache-2.0", insns,
-			     sizeof(insns) / sizeof(insns[0]), &opts);
+	return bpf_prog_load(BPF_PROG_TYPE_XDP, "espgw_xsk", "Apache-2.0", insns, N, &opts);
 }
 
 /* Attaches the program to the interface with a BPF link. A program attached the older

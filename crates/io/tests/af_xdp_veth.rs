@@ -106,3 +106,183 @@ fn frames_cross_a_veth_both_ways_byte_for_byte() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// The interface's MAC address, from `ip -j`.
+fn mac_of(ns: &str, dev: &str) -> [u8; 6] {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-j", "link", "show", dev])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("\"address\":\"").unwrap() + 11;
+    let mut mac = [0u8; 6];
+    for (i, b) in text[at..at + 17].split(':').enumerate() {
+        mac[i] = u8::from_str_radix(b, 16).unwrap();
+    }
+    mac
+}
+
+/// An Ethernet frame to `dst_mac` carrying an IPv4 (or, with `v6`, IPv6) packet from the
+/// test's peer address to 192.0.2.1 (2001:db8::1) of protocol `proto` and `l4` bytes.
+fn ip_frame(dst_mac: [u8; 6], v6: bool, proto: u8, l4: &[u8]) -> Vec<u8> {
+    use espgw_wire::{checksum, ipv6, udp};
+    let mut f = dst_mac.to_vec();
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x77]);
+    if v6 {
+        let (src, dst): (std::net::Ipv6Addr, std::net::Ipv6Addr) = (
+            "2001:db8::2".parse().unwrap(),
+            "2001:db8::1".parse().unwrap(),
+        );
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        f.extend_from_slice(&[proto, 64]);
+        f.extend_from_slice(&src.octets());
+        f.extend_from_slice(&dst.octets());
+        let at = f.len();
+        f.extend_from_slice(l4);
+        if proto == 17 {
+            f[at + 6..at + 8].copy_from_slice(&[0, 0]);
+            udp::fill_checksum(
+                &mut f[at..],
+                ipv6::pseudo_header_sum(src, dst, 17, l4.len()),
+            );
+        }
+    } else {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 192, 0, 2, 2, 192, 0, 2, 1]);
+        let c = checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(l4);
+    }
+    f
+}
+
+/// A UDP datagram (checksum left zero: IPv4 allows it; IPv6 frames get theirs filled).
+fn udp(dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = 40500u16.to_be_bytes().to_vec();
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+/// espgw's XDP program hands IKE to the kernel (where charon listens) and everything else
+/// to the socket: UDP 500, and UDP 4500 with the non-ESP marker or a NAT keepalive, reach
+/// kernel sockets; ESP, ESP in UDP 4500 and other UDP reach the AF_XDP socket.
+#[test]
+fn ike_goes_to_the_kernel_and_esp_to_the_socket() {
+    if espgw_io::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (CI runs it as root)");
+        return;
+    }
+    let ns = format!("xskike-{}", std::process::id());
+    assert!(ip(&["netns", "add", &ns]));
+    let ok = ip(&[
+        "-n", &ns, "link", "add", "xa", "type", "veth", "peer", "name", "xb",
+    ]) && ip(&["-n", &ns, "addr", "add", "192.0.2.1/24", "dev", "xa"])
+        && ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            "2001:db8::1/64",
+            "dev",
+            "xa",
+            "nodad",
+        ])
+        && ip(&["-n", &ns, "link", "set", "xa", "up"])
+        && ip(&["-n", &ns, "link", "set", "xb", "up"]);
+    let ns2 = ns.clone();
+    let result = std::thread::spawn(move || {
+        assert!(ok, "veth pair in {ns2}");
+        let mac = mac_of(&ns2, "xa");
+        espgw_io::netns::enter(&ns2).unwrap();
+        let sock = |addr: &str| {
+            let s = std::net::UdpSocket::bind(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            s
+        };
+        let (ike4, natt4) = (sock("192.0.2.1:500"), sock("192.0.2.1:4500"));
+        let (ike6, natt6) = (sock("[2001:db8::1]:500"), sock("[2001:db8::1]:4500"));
+        let mut xdp = AfXdpPort::open("xa", 0, XdpMode::Copy, 512).unwrap();
+        let mut raw = AfPacketPort::open("xb", 512, None).unwrap();
+        let esp_payload = [0, 0, 0x10, 0x01, 0, 0, 0, 1, 0xaa, 0xbb, 0xcc, 0xdd];
+        let mut marker = vec![0u8; 4];
+        marker.extend_from_slice(b"ike-4500");
+        let to_kernel = [
+            (
+                ip_frame(mac, false, 17, &udp(500, b"ike-500")),
+                &ike4,
+                b"ike-500".to_vec(),
+            ),
+            (
+                ip_frame(mac, false, 17, &udp(4500, &marker)),
+                &natt4,
+                marker.clone(),
+            ),
+            (
+                ip_frame(mac, false, 17, &udp(4500, &[0xff])),
+                &natt4,
+                vec![0xff],
+            ),
+            (
+                ip_frame(mac, true, 17, &udp(500, b"ike-500")),
+                &ike6,
+                b"ike-500".to_vec(),
+            ),
+            (
+                ip_frame(mac, true, 17, &udp(4500, &marker)),
+                &natt6,
+                marker.clone(),
+            ),
+        ];
+        let to_socket = [
+            ip_frame(mac, false, 50, &esp_payload),
+            ip_frame(mac, false, 17, &udp(4500, &esp_payload)),
+            ip_frame(mac, false, 17, &udp(9, b"not ike")),
+            ip_frame(mac, true, 50, &esp_payload),
+            ip_frame(mac, true, 17, &udp(4500, &esp_payload)),
+        ];
+        let mut pool = PacketPool::new(64);
+        for (f, s, want) in &to_kernel {
+            let mut out = vec![pool.get()];
+            out[0].load(f).unwrap();
+            raw.tx_burst(&mut out, &mut pool).unwrap();
+            let mut buf = [0u8; 64];
+            let n = s.recv(&mut buf).unwrap_or(0);
+            assert_eq!(&buf[..n], &want[..], "kernel socket {:?}", s.local_addr());
+        }
+        let mut out: Vec<Packet> = to_socket
+            .iter()
+            .map(|f| {
+                let mut p = pool.get();
+                p.load(f).unwrap();
+                p
+            })
+            .collect();
+        raw.tx_burst(&mut out, &mut pool).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < to_socket.len() && Instant::now() < deadline {
+            let mut inb = Vec::new();
+            if xdp.rx_burst(&mut pool, &mut inb, 64).unwrap() == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for p in inb.drain(..) {
+                got.push(p.data().to_vec());
+                pool.put(p);
+            }
+        }
+        // Only the test's frames (the kernel sends its own, e.g. neighbour solicitations).
+        got.retain(|f| f.get(6..12) == Some(&[0x02, 0, 0, 0, 0, 0x77][..]));
+        assert_eq!(got, to_socket.to_vec(), "AF_XDP socket");
+    })
+    .join();
+    ip(&["netns", "del", &ns]);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

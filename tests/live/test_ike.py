@@ -686,3 +686,25 @@ def test_other_esp_proposals_negotiate_and_carry_traffic(ike_bed, suite):
         assert [s["algorithm"] for s in sas] == [suite, suite], sas
     ping = ns(H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
     assert " 0% packet loss" in ping.stdout, ping.stdout
+
+
+@pytest.mark.parametrize("peer", ["espgw", "strongswan"])
+def test_the_test_bed_negotiates_with_ikev2(peer):
+    """`espgw-lab testbed demo --keying ike [--peer strongswan]`: charon and kernel-espgw
+    beside each espgw gateway (or stock strongSwan as gateway 2) negotiate the SAs, hosts
+    ping and send UDP through, and the transport link carries only ESP, IKE and ARP."""
+    from conftest import LAB
+    r = sh(LAB, "testbed", "demo", "--keying", "ike", "--peer", peer, "--seconds", "1",
+           check=False, timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert re.search(r"gw1: negotiated out SA spi \"0x[0-9a-f]{8}\" reqid \d+ aes-128-gcm", out), out
+    assert re.search(r"gw1: negotiated in SA spi", out), out
+    assert (peer == "espgw") == ("gw2: negotiated out SA" in out), out
+    assert "5 received, 0% packet loss" in out, out
+    assert "the transport link carried only ESP" in out, out
+    m = re.search(r"(\d+) ESP, (\d+) IKE, (\d+) ARP, (\d+) plaintext IP", out)
+    assert m and int(m.group(1)) > 1000 and int(m.group(4)) == 0, out
+    assert "test bed removed" in out, out
+    left = sh("ip", "netns", "list").stdout
+    assert "espgw-gw1" not in left, left

@@ -26,6 +26,8 @@ struct Side {
     peer: &'static str,
     local_ts: &'static str,
     remote_ts: &'static str,
+    local_ts6: &'static str,
+    remote_ts6: &'static str,
 }
 
 const SIDES: [Side; 2] = [
@@ -35,6 +37,8 @@ const SIDES: [Side; 2] = [
         peer: "192.0.2.2",
         local_ts: "198.51.100.0/24",
         remote_ts: "203.0.113.0/24",
+        local_ts6: "2001:db8:100::/64",
+        remote_ts6: "2001:db8:113::/64",
     },
     Side {
         gw: "gw2",
@@ -42,38 +46,80 @@ const SIDES: [Side; 2] = [
         peer: "192.0.2.1",
         local_ts: "203.0.113.0/24",
         remote_ts: "198.51.100.0/24",
+        local_ts6: "2001:db8:113::/64",
+        remote_ts6: "2001:db8:100::/64",
     },
 ];
 
-fn strongswan_conf() -> String {
-    // Paths as charon sees them: /run is the instance's private directory.
-    "charon {
-  load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default kernel-libipsec kernel-netlink vici
-  install_virtual_ip = no
-  filelog {
-    stderr {
-      default = 1
-      time_format = %T
-    }
-  }
-  plugins {
-    vici {
-      socket = unix:///run/charon.vici
-    }
-  }
-}
-"
-    .to_string()
+/// The IPsec back-end charon loads: strongSwan's own userspace one, or espgw through the
+/// kernel-espgw plugin and its keying socket.
+#[derive(Clone, Copy)]
+pub enum Backend<'a> {
+    Libipsec,
+    Espgw { socket: &'a Path },
 }
 
-fn swanctl_conf(s: &Side) -> String {
+/// The kernel-espgw plugin as charon loads it.
+pub const PLUGIN: &str = "/usr/lib/ipsec/plugins/libstrongswan-kernel-espgw.so";
+
+fn strongswan_conf(backend: Backend<'_>) -> String {
+    let (plugin, socket) = match backend {
+        Backend::Libipsec => ("kernel-libipsec", String::new()),
+        Backend::Espgw { socket } => (
+            "kernel-espgw",
+            format!(
+                "    kernel-espgw {{\n      socket = {}\n    }}\n",
+                socket.display()
+            ),
+        ),
+    };
+    // Paths as charon sees them: /run is the instance's private directory. The IPsec
+    // back-end loads before kernel-netlink (which keeps addresses and routes).
+    format!(
+        "charon {{
+  load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default {plugin} kernel-netlink vici
+  install_virtual_ip = no
+  install_routes = {routes}
+  filelog {{
+    stderr {{
+      default = 1
+      time_format = %T
+    }}
+  }}
+  plugins {{
+{socket}    vici {{
+      socket = unix:///run/charon.vici
+    }}
+  }}
+}}
+",
+        routes = if matches!(backend, Backend::Libipsec) { "yes" } else { "no" },
+    )
+}
+
+/// What one gateway's connection looks like.
+pub struct Connection {
+    /// UDP encapsulation forced (kernel-libipsec speaks ESP only inside UDP 4500).
+    pub encap: bool,
+    /// A trap policy: the first packet for the remote side starts the negotiation.
+    pub trap: bool,
+    /// IPv6 traffic selectors as well as IPv4 ones.
+    pub v6: bool,
+}
+
+fn swanctl_conf(s: &Side, c: &Connection) -> String {
+    let (mut lts, mut rts) = (s.local_ts.to_string(), s.remote_ts.to_string());
+    if c.v6 {
+        lts += &format!(",{}", s.local_ts6);
+        rts += &format!(",{}", s.remote_ts6);
+    }
     format!(
         "connections {{
   bench {{
     version = 2
     local_addrs = {me}
     remote_addrs = {peer}
-    encap = yes
+    encap = {encap}
     proposals = aes128gcm16-prfsha256-modp2048
     local {{
       auth = psk
@@ -88,7 +134,7 @@ fn swanctl_conf(s: &Side) -> String {
         local_ts = {lts}
         remote_ts = {rts}
         esp_proposals = aes128gcm16
-        start_action = trap
+        start_action = {start}
       }}
     }}
   }}
@@ -103,8 +149,8 @@ secrets {{
 ",
         me = s.me,
         peer = s.peer,
-        lts = s.local_ts,
-        rts = s.remote_ts
+        encap = if c.encap { "yes" } else { "no" },
+        start = if c.trap { "trap" } else { "none" },
     )
 }
 
@@ -128,81 +174,134 @@ fn swanctl(ns: &str, uri: &str, args: &[&str]) -> Result<String, String> {
     Ok(text)
 }
 
-/// Starts charon in namespaces `ns1` (gw1) and `ns2` (gw2), loads the connection and
-/// brings the tunnel up. Pid files `gw1.pid` / `gw2.pid` and logs `gw1.log` /
-/// `gw2.log` go to `state`.
-pub fn start(ns1: &str, ns2: &str, state: &Path) -> Result<(), String> {
-    ensure_packages(&[
+/// charon running in one gateway namespace: where to reach it.
+pub struct Charon {
+    pub ns: String,
+    pub uri: String,
+}
+
+/// Starts charon for gateway `gw` (index 0: gw1, 1: gw2) in namespace `ns` with `backend`
+/// and loads its connection. Pid file `gwN-charon.pid` and log `gwN-charon.log` go to
+/// `state`, its private /run to `gwN-swan`.
+pub fn start_charon(
+    ns: &str,
+    gw: usize,
+    backend: Backend<'_>,
+    conn: &Connection,
+    state: &Path,
+) -> Result<Charon, String> {
+    let mut need = vec![
         (CHARON, "strongswan-charon"),
         ("swanctl", "strongswan-swanctl"),
-        (
+    ];
+    if matches!(backend, Backend::Libipsec) {
+        need.push((
             "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so",
             "libcharon-extra-plugins",
-        ),
-    ])?;
-    let mut uris = Vec::new();
-    for (s, ns) in SIDES.iter().zip([ns1, ns2]) {
-        let run: PathBuf = state.join(format!("{}-swan", s.gw));
-        let _ = std::fs::remove_dir_all(&run);
-        std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
-        let w = |name: &str, text: String| {
-            std::fs::write(run.join(name), text).map_err(|e| format!("{name}: {e}"))
-        };
-        w("strongswan.conf", strongswan_conf())?;
-        w("swanctl.conf", swanctl_conf(s))?;
-        let log = std::fs::File::create(state.join(format!("{}.log", s.gw)))
-            .map_err(|e| e.to_string())?;
-        let script = format!(
-            "mount --bind {} /run && STRONGSWAN_CONF=/run/strongswan.conf exec {CHARON}",
-            run.display()
-        );
-        // `ip netns exec`, `unshare` and `sh` all exec: the child's pid is charon's.
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "unshare", "-m", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("starting charon in {ns}: {e}"))?;
-        std::fs::write(state.join(format!("{}.pid", s.gw)), child.id().to_string())
-            .map_err(|e| e.to_string())?;
-        let sock = run.join("charon.vici");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(state.join(format!("{}.log", s.gw)))
-                    .unwrap_or_default();
-                return Err(format!("charon in {ns} did not start:\n{log}"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let uri = format!("unix://{}", sock.display());
-        let conf = run.join("swanctl.conf");
-        swanctl(ns, &uri, &["--load-all", "--file", &conf.to_string_lossy()])?;
-        uris.push((ns.to_string(), uri));
+        ));
     }
-    let (ns, uri) = &uris[0];
-    let out = swanctl(
-        ns,
+    ensure_packages(&need)?;
+    let s = &SIDES[gw];
+    let run: PathBuf = state.join(format!("{}-swan", s.gw));
+    let _ = std::fs::remove_dir_all(&run);
+    std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+    let w = |name: &str, text: String| {
+        std::fs::write(run.join(name), text).map_err(|e| format!("{name}: {e}"))
+    };
+    w("strongswan.conf", strongswan_conf(backend))?;
+    w("swanctl.conf", swanctl_conf(s, conn))?;
+    let log_path = state.join(format!("{}-charon.log", s.gw));
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+    // The private directory goes over /run; a keying socket under /run stays reachable at
+    // its own path through a bind mount of its directory into the private one first.
+    let mut script = String::new();
+    if let Backend::Espgw { socket } = backend {
+        if let Some(rel) = socket.parent().and_then(|d| d.strip_prefix("/run").ok()) {
+            let inner = run.join(rel);
+            std::fs::create_dir_all(&inner).map_err(|e| format!("{}: {e}", inner.display()))?;
+            script += &format!(
+                "mount --bind /run/{} {} && ",
+                rel.display(),
+                inner.display()
+            );
+        }
+    }
+    script += &format!(
+        "mount --rbind {} /run && STRONGSWAN_CONF=/run/strongswan.conf exec {CHARON}",
+        run.display()
+    );
+    // `ip netns exec`, `unshare` and `sh` all exec: the child's pid is charon's.
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, "unshare", "-m", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("starting charon in {ns}: {e}"))?;
+    std::fs::write(
+        state.join(format!("{}-charon.pid", s.gw)),
+        child.id().to_string(),
+    )
+    .map_err(|e| e.to_string())?;
+    let sock = run.join("charon.vici");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return Err(format!("charon in {ns} did not start:\n{log}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let uri = format!("unix://{}", sock.display());
+    let conf = run.join("swanctl.conf");
+    swanctl(ns, &uri, &["--load-all", "--file", &conf.to_string_lossy()])?;
+    Ok(Charon {
+        ns: ns.to_string(),
         uri,
+    })
+}
+
+/// Brings the tunnel up from `c` (IKE_SA and the CHILD_SA).
+pub fn initiate(c: &Charon) -> Result<(), String> {
+    let out = swanctl(
+        &c.ns,
+        &c.uri,
         &["--initiate", "--child", "net", "--timeout", "15"],
     )?;
     if !out.contains("established") && !out.contains("completed successfully") {
-        return Err(format!("strongSwan tunnel did not come up:\n{out}"));
+        return Err(format!("the IKE tunnel did not come up:\n{out}"));
     }
-    // Both ends installed the CHILD_SA (the responder's route via ipsec0 included).
-    for (ns, uri) in &uris {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let sas = swanctl(ns, uri, &["--list-sas"])?;
-            if sas.contains("INSTALLED") {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("no installed CHILD_SA in {ns}:\n{sas}"));
-            }
-            std::thread::sleep(Duration::from_millis(100));
+    Ok(())
+}
+
+/// Waits (10 s at most) until `c` lists an installed CHILD_SA; returns the listing.
+pub fn wait_installed(c: &Charon) -> Result<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sas = swanctl(&c.ns, &c.uri, &["--list-sas"])?;
+        if sas.contains("INSTALLED") {
+            return Ok(sas);
         }
+        if Instant::now() > deadline {
+            return Err(format!("no installed CHILD_SA in {}:\n{sas}", c.ns));
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Starts charon with kernel-libipsec in namespaces `ns1` (gw1) and `ns2` (gw2) and brings
+/// the tunnel up (strongSwan as the device under test: ESP in UDP, IPv4).
+pub fn start(ns1: &str, ns2: &str, state: &Path) -> Result<(), String> {
+    let conn = Connection {
+        encap: true,
+        trap: true,
+        v6: false,
+    };
+    let c1 = start_charon(ns1, 0, Backend::Libipsec, &conn, state)?;
+    let c2 = start_charon(ns2, 1, Backend::Libipsec, &conn, state)?;
+    initiate(&c1)?;
+    // Both ends installed the CHILD_SA (the responder's route via ipsec0 included).
+    wait_installed(&c1)?;
+    wait_installed(&c2)?;
     Ok(())
 }

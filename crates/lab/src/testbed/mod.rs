@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 use crate::packages::ensure_packages;
 
 mod demo;
+mod ike;
 mod traffic;
 
 pub use demo::demo;
+pub use ike::{Keying, Peer};
 pub use traffic::{udp_recv, udp_send, watch, UdpReport};
 
 pub const PREFIX: &str = "espgw";
@@ -74,6 +76,13 @@ pub struct UpArgs {
     /// --gateway-cmd (which then decides).
     #[arg(long)]
     pub gateway_user: Option<String>,
+    /// Where the espgw gateways' SAs come from: the built-in static ones, or IKEv2
+    /// through strongSwan's charon and the kernel-espgw plugin (PSK).
+    #[arg(long, value_enum, default_value = "static")]
+    pub keying: Keying,
+    /// With --keying ike: gateway 2 as espgw, or as stock strongSwan (kernel-libipsec).
+    #[arg(long, value_enum, default_value = "espgw")]
+    pub peer: Peer,
 }
 
 impl Default for UpArgs {
@@ -88,6 +97,8 @@ impl Default for UpArgs {
             run_args: String::new(),
             gateway_cmd: None,
             gateway_user: None,
+            keying: Keying::Static,
+            peer: Peer::Espgw,
         }
     }
 }
@@ -294,10 +305,17 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         in_ns(h, &["ip", "-6", "route", "add", "default", "via", gw6])?;
     }
     match a.dut {
-        Dut::Kernel => kernel_gateways(true)?,
-        Dut::Espgw => espgw_gateways(a)?,
+        Dut::Kernel => kernel_gateways(true, &["gw1", "gw2"])?,
+        Dut::Espgw if a.keying == Keying::Ike => ike::gateways(a)?,
+        Dut::Espgw => {
+            let builtin = [
+                ("gw1", espgw_config::DEFAULT_CONFIG.to_string()),
+                ("gw2", espgw_config::DEFAULT_PEER_CONFIG.to_string()),
+            ];
+            espgw_gateways(a, &builtin, &|_| Vec::new())?
+        }
         Dut::Strongswan => {
-            kernel_gateways(false)?;
+            kernel_gateways(false, &["gw1", "gw2"])?;
             crate::strongswan::start(&ns("gw1"), &ns("gw2"), Path::new(STATE_DIR))?;
         }
     }
@@ -305,9 +323,9 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Kernel forwarding; `far_routes`: also the routes to the other side's hosts (the
-/// strongSwan DUT routes those through its tunnel device instead).
-fn kernel_gateways(far_routes: bool) -> Result<(), String> {
+/// Kernel forwarding in gateways `which`; `far_routes`: also the routes to the other
+/// side's hosts (the strongSwan DUT routes those through its tunnel device instead).
+fn kernel_gateways(far_routes: bool, which: &[&str]) -> Result<(), String> {
     for (g, south4, south6, north4, north6, far4, far6, via4, via6) in [
         (
             "gw1",
@@ -332,6 +350,9 @@ fn kernel_gateways(far_routes: bool) -> Result<(), String> {
             "2001:db8:2::1",
         ),
     ] {
+        if !which.contains(&g) {
+            continue;
+        }
         sysctl(g, "net.ipv4.ip_forward=1")?;
         sysctl(g, "net.ipv6.conf.all.forwarding=1")?;
         for (dev, a4, a6) in [("south", south4, south6), ("north", north4, north6)] {
@@ -348,7 +369,13 @@ fn kernel_gateways(far_routes: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
+/// Starts espgw in each gateway of `gws` (name, built-in configuration text, used unless
+/// --gw1-config / --gw2-config names a file) with `extra` arguments for each.
+fn espgw_gateways(
+    a: &UpArgs,
+    gws: &[(&str, String)],
+    extra: &dyn Fn(&str) -> Vec<String>,
+) -> Result<(), String> {
     let gateway_cmd: Vec<String> = match &a.gateway_cmd {
         Some(cmd) => cmd.split_whitespace().map(String::from).collect(),
         None => vec![gateway_binary()?],
@@ -369,10 +396,13 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         ),
         None => None,
     };
-    for (g, cfg, builtin) in [
-        ("gw1", &a.gw1_config, espgw_config::DEFAULT_CONFIG),
-        ("gw2", &a.gw2_config, espgw_config::DEFAULT_PEER_CONFIG),
-    ] {
+    for (g, builtin) in gws {
+        let g = *g;
+        let cfg = if g == "gw1" {
+            &a.gw1_config
+        } else {
+            &a.gw2_config
+        };
         // The kernel of a gateway namespace stays out of the way: no IPv6 of its own
         // (no router solicitations or MLD on the wire), no addresses.
         sysctl(g, "net.ipv6.conf.all.disable_ipv6=1")?;
@@ -387,6 +417,7 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         if let Some(u) = &user {
             args.extend(["--user".into(), u.clone()]);
         }
+        args.extend(extra(g));
         args.extend(a.run_args.split_whitespace().map(String::from));
         let log = std::fs::File::create(state(&format!("{g}.log"))).map_err(|e| e.to_string())?;
         let child = Command::new("ip")
@@ -399,7 +430,8 @@ fn espgw_gateways(a: &UpArgs) -> Result<(), String> {
         std::fs::write(state(&format!("{g}.pid")), child.id().to_string())
             .map_err(|e| e.to_string())?;
     }
-    wait_for_gateways()
+    let names: Vec<&str> = gws.iter().map(|(g, _)| *g).collect();
+    wait_for_gateways(&names)
 }
 
 /// Gateway `g`'s configuration file: the one given, or the built-in one written to the
@@ -460,9 +492,9 @@ fn run_arguments(a: &UpArgs, g: &str, cfg_path: &Path) -> Result<Vec<String>, St
     ])
 }
 
-/// Waits (15 s at most each) until both gateways answer on their control sockets.
-fn wait_for_gateways() -> Result<(), String> {
-    for g in ["gw1", "gw2"] {
+/// Waits (15 s at most each) until gateways `which` answer on their control sockets.
+fn wait_for_gateways(which: &[&str]) -> Result<(), String> {
+    for &g in which {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let ok = espgw::control_request(
@@ -504,6 +536,19 @@ fn down_quiet() {
                 let _ = run_cmd(&["kill", "-9", pid.trim()]);
             }
             let _ = std::fs::remove_file(state(&format!("{g}.pid")));
+        }
+        // charon beside an espgw gateway (--keying ike) or as the strongSwan DUT.
+        if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}-charon.pid"))) {
+            let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
+            let proc_path = format!("/proc/{}", pid.trim());
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Path::new(&proc_path).exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if Path::new(&proc_path).exists() {
+                let _ = run_cmd(&["kill", "-9", pid.trim()]);
+            }
+            let _ = std::fs::remove_file(state(&format!("{g}-charon.pid")));
         }
     }
     for n in ["h1", "gw1", "wan", "gw2", "h2"] {

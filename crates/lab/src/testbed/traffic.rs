@@ -9,6 +9,8 @@ pub struct WatchCounts {
     pub frames: u64,
     pub esp: u64,
     pub esp_in_udp: u64,
+    /// IKE (UDP 500, or 4500 with the non-ESP marker): the key exchange, not data.
+    pub ike: u64,
     pub arp: u64,
     pub ipv6_nd: u64,
     pub plaintext_ip: u64,
@@ -53,10 +55,13 @@ pub(super) fn classify_frame(d: &[u8], c: &mut WatchCounts) {
                     let dport = d
                         .get(14 + ihl + 2..14 + ihl + 4)
                         .map(|b| u16::from_be_bytes([b[0], b[1]]));
-                    if dport == Some(4500) {
-                        c.esp_in_udp += 1
-                    } else {
-                        c.plaintext_ip += 1
+                    let marker = d.get(14 + ihl + 8..14 + ihl + 12) == Some(&[0u8; 4][..]);
+                    match dport {
+                        // IKE: port 500, or 4500 behind the non-ESP marker (RFC 3948).
+                        Some(500) => c.ike += 1,
+                        Some(4500) if marker => c.ike += 1,
+                        Some(4500) => c.esp_in_udp += 1,
+                        _ => c.plaintext_ip += 1,
                     }
                 }
                 _ => c.plaintext_ip += 1,
@@ -65,6 +70,14 @@ pub(super) fn classify_frame(d: &[u8], c: &mut WatchCounts) {
         Some(0x86dd) => match (d.get(20), d.get(54)) {
             (Some(50), _) => c.esp += 1,
             (Some(58), Some(133..=137)) => c.ipv6_nd += 1,
+            // MLD (130-132, 143) behind a hop-by-hop header: a kernel's link-local chatter.
+            (Some(0), Some(58)) => {
+                let at = 54 + 8 * (usize::from(d.get(55).copied().unwrap_or(0)) + 1);
+                match d.get(at) {
+                    Some(130..=132 | 143) => c.ipv6_nd += 1,
+                    _ => c.plaintext_ip += 1,
+                }
+            }
             _ => c.plaintext_ip += 1,
         },
         _ => c.other += 1,
@@ -175,4 +188,40 @@ pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> 
     r.lost = max_seen.saturating_sub(r.packets);
     r.seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4_udp(dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17]);
+        f.resize(34, 0);
+        f.extend_from_slice(&[0x9e, 0x34]);
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// What the test bed's watcher calls IKE, ESP in UDP, link-local chatter and plaintext.
+    #[test]
+    fn frames_are_counted_by_kind() {
+        let mut c = WatchCounts::default();
+        classify_frame(&v4_udp(500, b"ike sa init"), &mut c);
+        classify_frame(&v4_udp(4500, &[0, 0, 0, 0, 1, 2, 3, 4]), &mut c);
+        classify_frame(&v4_udp(4500, &[0, 0, 0x10, 1, 0, 0, 0, 9]), &mut c);
+        classify_frame(&v4_udp(9, b"data"), &mut c);
+        // MLDv2 report: IPv6, hop-by-hop (8 bytes), ICMPv6 type 143.
+        let mut mld = vec![0u8; 12];
+        mld.extend_from_slice(&[0x86, 0xdd, 0x60]);
+        mld.resize(54, 0); // next header (byte 20): 0, hop-by-hop
+        mld.extend_from_slice(&[58, 0, 5, 2, 0, 0, 1, 0, 143, 0]);
+        classify_frame(&mld, &mut c);
+        assert_eq!(
+            (c.ike, c.esp_in_udp, c.plaintext_ip, c.ipv6_nd),
+            (2, 1, 1, 1)
+        );
+    }
 }

@@ -688,14 +688,16 @@ def test_other_esp_proposals_negotiate_and_carry_traffic(ike_bed, suite):
     assert " 0% packet loss" in ping.stdout, ping.stdout
 
 
-@pytest.mark.parametrize("peer", ["espgw", "strongswan"])
-def test_the_test_bed_negotiates_with_ikev2(peer):
-    """`espgw-lab testbed demo --keying ike [--peer strongswan]`: charon and kernel-espgw
-    beside each espgw gateway (or stock strongSwan as gateway 2) negotiate the SAs, hosts
-    ping and send UDP through, and the transport link carries only ESP, IKE and ARP."""
+@pytest.mark.parametrize("peer,auth", [("espgw", "psk"), ("strongswan", "psk"),
+                                       ("espgw", "cert")])
+def test_the_test_bed_negotiates_with_ikev2(peer, auth):
+    """`espgw-lab testbed demo --keying ike [--peer strongswan] [--auth cert]`: charon and
+    kernel-espgw beside each espgw gateway (or stock strongSwan as gateway 2) negotiate the
+    SAs, hosts ping and send UDP through, and the transport link carries only ESP, IKE and
+    ARP; with certificates, charon authenticated each side with ECDSA."""
     from conftest import LAB
-    r = sh(LAB, "testbed", "demo", "--keying", "ike", "--peer", peer, "--seconds", "1",
-           check=False, timeout=240)
+    r = sh(LAB, "testbed", "demo", "--keying", "ike", "--peer", peer, "--auth", auth,
+           "--seconds", "1", check=False, timeout=240)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert re.search(r"gw1: negotiated out SA spi \"0x[0-9a-f]{8}\" reqid \d+ aes-128-gcm", out), out
@@ -706,5 +708,8 @@ def test_the_test_bed_negotiates_with_ikev2(peer):
     m = re.search(r"(\d+) ESP, (\d+) IKE, (\d+) ARP, (\d+) plaintext IP", out)
     assert m and int(m.group(1)) > 1000 and int(m.group(4)) == 0, out
     assert "test bed removed" in out, out
+    log = pathlib.Path("/run/espgw-testbed/gw1-charon.log").read_text()
+    method = "ECDSA_WITH_SHA256_DER" if auth == "cert" else "pre-shared key"
+    assert re.search(rf"authentication of '192.0.2.2' with {method} successful", log), log
     left = sh("ip", "netns", "list").stdout
     assert "espgw-gw1" not in left, left

@@ -105,6 +105,9 @@ pub struct Connection {
     pub trap: bool,
     /// IPv6 traffic selectors as well as IPv4 ones.
     pub v6: bool,
+    /// Authentication by X.509 certificates from a test CA (strongswan-pki) instead of the
+    /// pre-shared key.
+    pub certs: bool,
 }
 
 fn swanctl_conf(s: &Side, c: &Connection) -> String {
@@ -113,6 +116,14 @@ fn swanctl_conf(s: &Side, c: &Connection) -> String {
         lts += &format!(",{}", s.local_ts6);
         rts += &format!(",{}", s.remote_ts6);
     }
+    let (local_auth, remote_auth) = if c.certs {
+        (
+            "auth = pubkey\n      certs = gw.pem",
+            "auth = pubkey\n      cacerts = ca.pem",
+        )
+    } else {
+        ("auth = psk", "auth = psk")
+    };
     format!(
         "connections {{
   bench {{
@@ -122,11 +133,11 @@ fn swanctl_conf(s: &Side, c: &Connection) -> String {
     encap = {encap}
     proposals = aes128gcm16-prfsha256-modp2048
     local {{
-      auth = psk
+      {local_auth}
       id = {me}
     }}
     remote {{
-      auth = psk
+      {remote_auth}
       id = {peer}
     }}
     children {{
@@ -210,6 +221,9 @@ pub fn start_charon(
     };
     w("strongswan.conf", strongswan_conf(backend))?;
     w("swanctl.conf", swanctl_conf(s, conn))?;
+    if conn.certs {
+        certificate(&state.join("ca"), &run, s.me)?;
+    }
     let log_path = state.join(format!("{}-charon.log", s.gw));
     let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
     // The private directory goes over /run; a keying socket under /run stays reachable at
@@ -261,6 +275,52 @@ pub fn start_charon(
     })
 }
 
+/// Runs a shell pipeline of strongswan-pki commands.
+fn pki(script: &str) -> Result<(), String> {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("pki: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "pki failed ({script}): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// A gateway's ECDSA P-256 key and certificate (its address as identity and
+/// subjectAltName) issued by the test CA in `ca` (made on first use), where swanctl loads
+/// them: ecdsa/, x509/ and x509ca/ beside its swanctl.conf in `run`.
+fn certificate(ca: &Path, run: &Path, me: &str) -> Result<(), String> {
+    ensure_packages(&[("pki", "strongswan-pki")])?;
+    let (key, pem) = (ca.join("ca.key"), ca.join("ca.pem"));
+    if !pem.is_file() {
+        std::fs::create_dir_all(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+        pki(&format!(
+            "pki --gen --type ecdsa --size 256 --outform pem > {k} && \
+             pki --self --ca --lifetime 30 --in {k} --type ecdsa \
+             --dn 'CN=espgw test-bed CA' --outform pem > {p}",
+            k = key.display(),
+            p = pem.display()
+        ))?;
+    }
+    for sub in ["ecdsa", "x509", "x509ca"] {
+        std::fs::create_dir_all(run.join(sub)).map_err(|e| e.to_string())?;
+    }
+    std::fs::copy(&pem, run.join("x509ca/ca.pem")).map_err(|e| e.to_string())?;
+    pki(&format!(
+        "pki --gen --type ecdsa --size 256 --outform pem > {r}/ecdsa/gw.key && \
+         pki --pub --in {r}/ecdsa/gw.key --type ecdsa | pki --issue --lifetime 30 \
+         --cacert {p} --cakey {k} --dn 'CN={me}' --san {me} --outform pem > {r}/x509/gw.pem",
+        r = run.display(),
+        p = pem.display(),
+        k = key.display(),
+    ))
+}
+
 /// Brings the tunnel up from `c` (IKE_SA and the CHILD_SA).
 pub fn initiate(c: &Charon) -> Result<(), String> {
     let out = swanctl(
@@ -296,6 +356,7 @@ pub fn start(ns1: &str, ns2: &str, state: &Path) -> Result<(), String> {
         encap: true,
         trap: true,
         v6: false,
+        certs: false,
     };
     let c1 = start_charon(ns1, 0, Backend::Libipsec, &conn, state)?;
     let c2 = start_charon(ns2, 1, Backend::Libipsec, &conn, state)?;

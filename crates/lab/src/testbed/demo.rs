@@ -121,7 +121,7 @@ pub(super) fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
         a.workers,
         a.keying,
         if a.keying == Keying::Ike {
-            format!(" (gateway 2: {:?})", a.peer)
+            format!(" (gateway 2: {:?}, authentication: {:?})", a.peer, a.auth)
         } else {
             String::new()
         }

@@ -23,6 +23,15 @@ pub enum Peer {
     Strongswan,
 }
 
+/// How the IKE peers authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Auth {
+    /// A pre-shared key.
+    Psk,
+    /// X.509 certificates (ECDSA P-256) from a test CA made with strongswan-pki.
+    Cert,
+}
+
 /// Where SAs come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Keying {
@@ -183,6 +192,8 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
         host_stack(g)?;
     }
     let state_dir = Path::new(STATE_DIR);
+    // A fresh test CA for each test bed.
+    let _ = std::fs::remove_dir_all(state_dir.join("ca"));
     let mut charons: Vec<Charon> = Vec::new();
     for (i, g) in ["gw1", "gw2"].into_iter().enumerate() {
         let socket = keying_path(g);
@@ -196,6 +207,7 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
             // Gateway 1 traps: traffic before the SA exists starts the negotiation.
             trap: i == 0,
             v6: a.peer == Peer::Espgw,
+            certs: a.auth == Auth::Cert,
         };
         charons.push(strongswan::start_charon(
             &ns(g),

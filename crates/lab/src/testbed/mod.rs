@@ -25,7 +25,7 @@ mod ike;
 mod traffic;
 
 pub use demo::demo;
-pub use ike::{Keying, Peer};
+pub use ike::{Auth, Keying, Peer};
 pub use traffic::{udp_recv, udp_send, watch, UdpReport};
 
 pub const PREFIX: &str = "espgw";
@@ -83,6 +83,9 @@ pub struct UpArgs {
     /// With --keying ike: gateway 2 as espgw, or as stock strongSwan (kernel-libipsec).
     #[arg(long, value_enum, default_value = "espgw")]
     pub peer: Peer,
+    /// With --keying ike: how the gateways authenticate.
+    #[arg(long, value_enum, default_value = "psk")]
+    pub auth: Auth,
 }
 
 impl Default for UpArgs {
@@ -99,6 +102,7 @@ impl Default for UpArgs {
             gateway_user: None,
             keying: Keying::Static,
             peer: Peer::Espgw,
+            auth: Auth::Psk,
         }
     }
 }

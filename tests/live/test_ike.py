@@ -688,18 +688,21 @@ def test_other_esp_proposals_negotiate_and_carry_traffic(ike_bed, suite):
     assert " 0% packet loss" in ping.stdout, ping.stdout
 
 
-@pytest.mark.parametrize("peer,auth", [("espgw", "psk"), ("strongswan", "psk"),
-                                       ("espgw", "cert")])
-def test_the_test_bed_negotiates_with_ikev2(peer, auth):
-    """`espgw-lab testbed demo --keying ike [--peer strongswan] [--auth cert]`: charon and
-    kernel-espgw beside each espgw gateway (or stock strongSwan as gateway 2) negotiate the
-    SAs, hosts ping and send UDP through, and the transport link carries only ESP, IKE and
-    ARP; with certificates, charon authenticated each side with ECDSA."""
+@pytest.mark.parametrize("peer,auth,nat", [("espgw", "psk", False), ("strongswan", "psk", False),
+                                           ("espgw", "cert", False), ("espgw", "psk", True)],
+                         ids=["espgw", "strongswan", "cert", "nat"])
+def test_the_test_bed_negotiates_with_ikev2(peer, auth, nat):
+    """`espgw-lab testbed demo --keying ike [--peer strongswan] [--auth cert] [--nat]`:
+    charon and kernel-espgw beside each espgw gateway (or stock strongSwan as gateway 2)
+    negotiate the SAs, hosts ping and send UDP through, and the transport link carries only
+    ESP, IKE and ARP; with certificates, charon authenticated each side with ECDSA; behind
+    the NAT box, the SAs are ESP in UDP."""
     from conftest import LAB
     r = sh(LAB, "testbed", "demo", "--keying", "ike", "--peer", peer, "--auth", auth,
-           "--seconds", "1", check=False, timeout=240)
+           "--seconds", "1", *(["--nat"] if nat else []), check=False, timeout=240)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
+    assert ("aes-128-gcm in UDP" in out) == (nat or peer == "strongswan"), out
     assert re.search(r"gw1: negotiated out SA spi \"0x[0-9a-f]{8}\" reqid \d+ aes-128-gcm", out), out
     assert re.search(r"gw1: negotiated in SA spi", out), out
     assert (peer == "espgw") == ("gw2: negotiated out SA" in out), out

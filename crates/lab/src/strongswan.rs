@@ -108,6 +108,9 @@ pub struct Connection {
     /// Authentication by X.509 certificates from a test CA (strongswan-pki) instead of the
     /// pre-shared key.
     pub certs: bool,
+    /// Gateway 1 behind a NAT: its own address is 198.18.0.1 (its identity stays
+    /// 192.0.2.1), and gateway 2 takes it from any address.
+    pub nat: bool,
 }
 
 fn swanctl_conf(s: &Side, c: &Connection) -> String {
@@ -124,12 +127,17 @@ fn swanctl_conf(s: &Side, c: &Connection) -> String {
     } else {
         ("auth = psk", "auth = psk")
     };
+    let (local_addr, remote_addr) = match (c.nat, s.gw) {
+        (true, "gw1") => ("198.18.0.1", s.peer),
+        (true, _) => (s.me, "%any"),
+        _ => (s.me, s.peer),
+    };
     format!(
         "connections {{
   bench {{
     version = 2
-    local_addrs = {me}
-    remote_addrs = {peer}
+    local_addrs = {local_addr}
+    remote_addrs = {remote_addr}
     encap = {encap}
     proposals = aes128gcm16-prfsha256-modp2048
     local {{
@@ -357,6 +365,7 @@ pub fn start(ns1: &str, ns2: &str, state: &Path) -> Result<(), String> {
         trap: true,
         v6: false,
         certs: false,
+        nat: false,
     };
     let c1 = start_charon(ns1, 0, Backend::Libipsec, &conn, state)?;
     let c2 = start_charon(ns2, 1, Backend::Libipsec, &conn, state)?;

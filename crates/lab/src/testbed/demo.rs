@@ -121,7 +121,16 @@ pub(super) fn demo_traffic(a: &UpArgs, seconds: f64) -> Result<(), String> {
         a.workers,
         a.keying,
         if a.keying == Keying::Ike {
-            format!(" (gateway 2: {:?}, authentication: {:?})", a.peer, a.auth)
+            format!(
+                " (gateway 2: {:?}, authentication: {:?}{})",
+                a.peer,
+                a.auth,
+                if a.nat {
+                    ", gateway 1 behind a NAT"
+                } else {
+                    ""
+                }
+            )
         } else {
             String::new()
         }

@@ -41,9 +41,15 @@ pub enum Keying {
     Ike,
 }
 
+/// The NAT box's link-layer addresses (--nat): towards gateway 1, towards the transport
+/// link.
+pub(super) const NAT_INNER_MAC: &str = "02:00:00:00:0b:01";
+pub(super) const NAT_OUTER_MAC: &str = "02:00:00:00:0b:02";
+
 /// Gateway `n`'s (1 or 2) configuration for IKE: the built-in configuration's ports,
-/// addresses and routes, and no SA or policy (charon brings them).
-pub(super) fn gateway_config(n: u8) -> String {
+/// addresses and routes, and no SA or policy (charon brings them). With `nat`, gateway 1
+/// sits in 198.18.0.0/24 behind the NAT box (198.18.0.254).
+pub(super) fn gateway_config(n: u8, nat: bool) -> String {
     let (inside4, inside6, south4, south6) = if n == 1 {
         (
             "198.51.100.0/24",
@@ -59,6 +65,17 @@ pub(super) fn gateway_config(n: u8) -> String {
             "2001:db8:113::1/64",
         )
     };
+    let behind_nat = nat && n == 1;
+    let north4 = if behind_nat {
+        "198.18.0.1/24".to_string()
+    } else {
+        format!("192.0.2.{n}/24")
+    };
+    let transport_route = if behind_nat {
+        "dst = \"192.0.2.0/24\"\nport = \"north\"\nvia = \"198.18.0.254\"\n\n[[route]]\ndst = \"198.18.0.0/24\"\nport = \"north\""
+    } else {
+        "dst = \"192.0.2.0/24\"\nport = \"north\""
+    };
     format!(
         r#"# Gateway {n} of the test bed with IKEv2: ports, addresses and routes; charon
 # negotiates the SAs and policies (kernel-espgw, keying socket).
@@ -72,11 +89,10 @@ addresses = ["{south4}", "{south6}"]
 [[port]]
 name = "north"
 mac = "02:00:00:00:0{n}:02"
-addresses = ["192.0.2.{n}/24", "2001:db8:2::{n}/64"]
+addresses = ["{north4}", "2001:db8:2::{n}/64"]
 
 [[route]]
-dst = "192.0.2.0/24"
-port = "north"
+{transport_route}
 
 [[route]]
 dst = "{inside4}"
@@ -95,14 +111,21 @@ fn keying_path(g: &str) -> PathBuf {
 }
 
 /// The kernel side of an espgw gateway: the transport address for charon's socket, ESP
-/// kept from it, the peer's link-layer address.
-fn host_stack(g: &str) -> Result<(), String> {
-    let (me, peer, peer_mac) = if g == "gw1" {
-        ("192.0.2.1/24", "192.0.2.2", "02:00:00:00:02:02")
-    } else {
-        ("192.0.2.2/24", "192.0.2.1", "02:00:00:00:01:02")
+/// kept from it, the next hop's link-layer address (the peer's, or the NAT box's).
+fn host_stack(g: &str, nat: bool) -> Result<(), String> {
+    let (me, hop, hop_mac) = match (g, nat) {
+        ("gw1", false) => ("192.0.2.1/24", "192.0.2.2", "02:00:00:00:02:02"),
+        ("gw1", true) => ("198.18.0.1/24", "198.18.0.254", NAT_INNER_MAC),
+        (_, false) => ("192.0.2.2/24", "192.0.2.1", "02:00:00:00:01:02"),
+        (_, true) => ("192.0.2.2/24", "192.0.2.100", NAT_OUTER_MAC),
     };
     in_ns(g, &["ip", "addr", "add", me, "dev", "north"])?;
+    if g == "gw1" && nat {
+        in_ns(
+            g,
+            &["ip", "route", "add", "192.0.2.0/24", "via", "198.18.0.254"],
+        )?;
+    }
     in_ns(
         g,
         &[
@@ -119,13 +142,34 @@ fn host_stack(g: &str) -> Result<(), String> {
             "ip",
             "neigh",
             "replace",
-            peer,
+            hop,
             "lladdr",
-            peer_mac,
+            hop_mac,
             "nud",
             "permanent",
             "dev",
             "north",
+        ],
+    )?;
+    Ok(())
+}
+
+/// The NAT box between gateway 1 and the transport link: forwards, and masquerades what
+/// leaves towards the transport link as 192.0.2.100.
+fn nat_box() -> Result<(), String> {
+    for (dev, addr) in [("inner", "198.18.0.254/24"), ("outer", "192.0.2.100/24")] {
+        in_ns("nat", &["ip", "addr", "add", addr, "dev", dev])?;
+        in_ns("nat", &["ip", "link", "set", dev, "up"])?;
+    }
+    sysctl("nat", "net.ipv4.ip_forward=1")?;
+    sysctl("nat", "net.ipv6.conf.all.disable_ipv6=1")?;
+    in_ns(
+        "nat",
+        &[
+            "nft",
+            "add table ip nat; \
+             add chain ip nat post { type nat hook postrouting priority 100; }; \
+             add rule ip nat post oifname outer masquerade",
         ],
     )?;
     Ok(())
@@ -176,11 +220,17 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
         Peer::Strongswan => &["gw1"],
     };
     if a.peer == Peer::Strongswan {
+        if a.nat {
+            return Err("--nat is for two espgw gateways (--peer espgw)".into());
+        }
         kernel_gateways(false, &["gw2"])?;
+    }
+    if a.nat {
+        nat_box()?;
     }
     let gws: Vec<(&str, String)> = espgws
         .iter()
-        .map(|&g| (g, gateway_config(if g == "gw1" { 1 } else { 2 })))
+        .map(|&g| (g, gateway_config(if g == "gw1" { 1 } else { 2 }, a.nat)))
         .collect();
     espgw_gateways(a, &gws, &|g| {
         vec![
@@ -189,7 +239,7 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
         ]
     })?;
     for g in espgws {
-        host_stack(g)?;
+        host_stack(g, a.nat)?;
     }
     let state_dir = Path::new(STATE_DIR);
     // A fresh test CA for each test bed.
@@ -208,6 +258,7 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
             trap: i == 0,
             v6: a.peer == Peer::Espgw,
             certs: a.auth == Auth::Cert,
+            nat: a.nat,
         };
         charons.push(strongswan::start_charon(
             &ns(g),
@@ -293,7 +344,7 @@ mod tests {
             (1, espgw_config::DEFAULT_CONFIG),
             (2, espgw_config::DEFAULT_PEER_CONFIG),
         ] {
-            let text = gateway_config(n);
+            let text = gateway_config(n, false);
             let c = espgw_config::parse(&text, "ike", Some(espgw_config::Format::Native))
                 .unwrap_or_else(|e| panic!("gw{n}: {e}"));
             let b = espgw_config::parse(builtin, "builtin", Some(espgw_config::Format::Native))
@@ -306,5 +357,17 @@ mod tests {
             }
             assert_eq!(c.routes.len(), b.routes.len());
         }
+        // Behind the NAT box: its own network and the transport link through the box.
+        let c = espgw_config::parse(
+            &gateway_config(1, true),
+            "nat",
+            Some(espgw_config::Format::Native),
+        )
+        .unwrap();
+        assert_eq!(c.routes.len(), 4);
+        assert!(c
+            .routes
+            .iter()
+            .any(|r| r.via == Some("198.18.0.254".parse().unwrap())));
     }
 }

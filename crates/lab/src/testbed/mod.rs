@@ -29,6 +29,8 @@ pub use ike::{Auth, Keying, Peer};
 pub use traffic::{udp_recv, udp_send, watch, UdpReport};
 
 pub const PREFIX: &str = "espgw";
+/// The test bed's namespaces (without the prefix); the last only with --nat.
+const NAMESPACES: [&str; 6] = ["h1", "gw1", "wan", "gw2", "h2", "nat"];
 pub const STATE_DIR: &str = "/run/espgw-testbed";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,6 +88,11 @@ pub struct UpArgs {
     /// With --keying ike: how the gateways authenticate.
     #[arg(long, value_enum, default_value = "psk")]
     pub auth: Auth,
+    /// With --keying ike: gateway 1 behind a NAT (a namespace with an nftables
+    /// masquerade: 198.18.0.0/24 seen as 192.0.2.100); IKE detects it and ESP goes in
+    /// UDP 4500.
+    #[arg(long)]
+    pub nat: bool,
 }
 
 impl Default for UpArgs {
@@ -103,6 +110,7 @@ impl Default for UpArgs {
             keying: Keying::Static,
             peer: Peer::Espgw,
             auth: Auth::Psk,
+            nat: false,
         }
     }
 }
@@ -235,7 +243,11 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         std::fs::set_permissions(STATE_DIR, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| format!("{STATE_DIR}: {e}"))?;
     }
-    for n in ["h1", "gw1", "wan", "gw2", "h2"] {
+    if a.nat && a.keying != Keying::Ike {
+        return Err("--nat needs --keying ike".into());
+    }
+    let names: &[&str] = if a.nat { &NAMESPACES } else { &NAMESPACES[..5] };
+    for n in names {
         run_cmd(&["ip", "netns", "add", &ns(n)])?;
         in_ns(n, &["ip", "link", "set", "lo", "up"])?;
     }
@@ -249,15 +261,37 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         "02:00:00:00:01:01",
         q,
     )?;
-    veth(
-        "gw1",
-        "north",
-        "02:00:00:00:01:02",
-        "wan",
-        "gw1",
-        "02:00:00:00:0a:01",
-        q,
-    )?;
+    if a.nat {
+        // gw1 -- nat box -- wan (see ike.rs).
+        veth(
+            "gw1",
+            "north",
+            "02:00:00:00:01:02",
+            "nat",
+            "inner",
+            ike::NAT_INNER_MAC,
+            q,
+        )?;
+        veth(
+            "nat",
+            "outer",
+            ike::NAT_OUTER_MAC,
+            "wan",
+            "gw1",
+            "02:00:00:00:0a:01",
+            q,
+        )?;
+    } else {
+        veth(
+            "gw1",
+            "north",
+            "02:00:00:00:01:02",
+            "wan",
+            "gw1",
+            "02:00:00:00:0a:01",
+            q,
+        )?;
+    }
     veth(
         "gw2",
         "north",
@@ -555,7 +589,7 @@ fn down_quiet() {
             let _ = std::fs::remove_file(state(&format!("{g}-charon.pid")));
         }
     }
-    for n in ["h1", "gw1", "wan", "gw2", "h2"] {
+    for n in NAMESPACES {
         let _ = run_cmd(&["ip", "netns", "del", &ns(n)]);
     }
 }

@@ -85,8 +85,9 @@ struct asm_insn {
  *
  *   UDP to port 500 (IKE), and UDP to port 4500 whose payload starts with the non-ESP
  *   marker (four zero bytes: IKE after NAT detection) or is shorter than four bytes (a NAT
- *   keepalive, RFC 3948 §2.3, which the kernel's encapsulation socket drops), over IPv4 (not
- *   a later fragment) or IPv6 (UDP right after the fixed header): XDP_PASS;
+ *   keepalive, RFC 3948 §2.3, which the kernel's encapsulation socket drops), over IPv4
+ *   (a 20-byte header, not a later fragment) or IPv6 (UDP right after the fixed header):
+ *   XDP_PASS;
  *   otherwise: return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS).
  *
  * ESP and ESP in UDP stay with espgw. Every packet read is bounds-checked against
@@ -105,20 +106,20 @@ static int load_redirect_prog(int map_fd)
 		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV4, L_IPV4),
 		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV6, L_IPV6),
 		JMP(BPF_JA, 0, 0, L_REDIRECT),
-		/* IPv4: protocol UDP, not a later fragment, header length from IHL */
+		/* IPv4 without options (IKE carries none; a variable offset would need
+		 * CAP_PERFMON, which the gateway's unit does not grant), protocol UDP, not a
+		 * later fragment */
 		AT(L_IPV4, BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),
 		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 34),
 		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 14, 0),
+		JMP(BPF_JNE, BPF_REG_5, 0x45, L_REDIRECT),
 		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 23, 0),
 		JMP(BPF_JNE, BPF_REG_5, 17, L_REDIRECT),
 		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 20, 0),
 		INS(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_5, 0, 0, LE16(0x1fff)),
 		JMP(BPF_JNE, BPF_REG_5, 0, L_REDIRECT),
-		INS(BPF_LDX | BPF_B | BPF_MEM, BPF_REG_5, BPF_REG_2, 14, 0),
-		INS(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_5, 0, 0, 0x0f),
-		INS(BPF_ALU64 | BPF_LSH | BPF_K, BPF_REG_5, 0, 0, 2),
-		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, 14),
-		INS(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_2, BPF_REG_5, 0, 0),
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, 34),
 		JMP(BPF_JA, 0, 0, L_UDP),
 		/* IPv6: next header UDP */
 		AT(L_IPV6, BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_4, BPF_REG_2, 0, 0),

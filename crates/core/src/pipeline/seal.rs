@@ -41,20 +41,17 @@ impl Pipeline {
             } else {
                 (0, 0)
             };
-            let reached_max = sa
-                .state
-                .exhausted
-                .load(std::sync::atomic::Ordering::Relaxed)
-                || (granted > 0 && first + (granted - 1) == sa.max_seq());
-            if granted > 0 && first + (granted - 1) == sa.max_seq() {
+            let exhausted = &sa.state.exhausted;
+            let took_last = granted > 0 && first + (granted - 1) == sa.max_seq();
+            if took_last {
                 // The last number there is: the SA is finished once it is sent.
-                sa.state
-                    .exhausted
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                exhausted.store(true, std::sync::atomic::Ordering::Relaxed);
             }
+            let reached_max = took_last || exhausted.load(std::sync::atomic::Ordering::Relaxed);
             b.first = first;
             b.granted = granted;
-            // Short of the SA's last number: the persisted reservation ran out.
+            // Granted fewer than allowed: the number space is used up, or (short of its
+            // end) the persisted reservation ran out.
             b.empty = if granted < allowed {
                 if reached_max {
                     DropReason::SeqExhausted

@@ -432,21 +432,12 @@ fn dataplane(
                 _ => f64::NAN,
             };
             for (dir, frames) in [(Direction::Out, plain.clone()), (Direction::In, esp)] {
-                let wanted = if dir == Direction::Out {
-                    "outbound"
-                } else {
-                    "inbound"
-                };
-                if !dirs.iter().any(|d| d == wanted) {
+                let dname = direction_name(dir);
+                if !dirs.iter().any(|d| d == dname) {
                     continue;
                 }
                 let mut node = Node::new(t1.clone(), Arc::default(), Vec::new());
                 let r = trial(&mut node, dir, frames, &wire, secs)?;
-                let dname = if dir == Direction::Out {
-                    "outbound"
-                } else {
-                    "inbound"
-                };
                 println!(
                     "{:<30} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>10.2} {:>9.2}{}",
                     alg_name,
@@ -509,6 +500,14 @@ fn print_dataplane_header(secs: f64, provider_name: &str) {
         "ratio same",
         "ratio job"
     );
+}
+
+/// A direction as `--directions` names it.
+fn direction_name(dir: Direction) -> &'static str {
+    match dir {
+        Direction::Out => "outbound",
+        Direction::In => "inbound",
+    }
 }
 
 /// The algorithm names `--algs` stands for ("table", "all", or a list).

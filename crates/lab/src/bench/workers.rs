@@ -372,25 +372,40 @@ impl Worker {
         }
         self.node
             .receive(self.port, &mut self.pkts, Instant::now(), &mut self.tx);
+        // Fields borrowed apart: no per-burst clone of the shared `Arc`s (an atomic add on
+        // a line every worker touches, what the pipeline itself avoids).
+        let mut out = Out {
+            tx: &mut self.tx,
+            memory: &mut self.memory,
+            node: &mut self.node,
+            dir: self.dir,
+            next_of: &self.next_of,
+        };
         match (&self.order, ticket) {
             (Some(o), Some(t)) => {
-                let (o, shared) = (o.clone(), self.shared_check.clone());
                 o.transmit.wait(t);
-                let mut c = shared.lock().unwrap_or_else(|e| e.into_inner());
-                let sent = self.transmit(&mut c);
+                let mut c = self.shared_check.lock().unwrap_or_else(|e| e.into_inner());
+                let sent = out.transmit(&mut c);
                 drop(c);
                 o.transmit.pass(t);
                 sent
             }
-            _ => {
-                let mut c = std::mem::take(&mut self.check);
-                let sent = self.transmit(&mut c);
-                self.check = c;
-                sent
-            }
+            _ => out.transmit(&mut self.check),
         }
     }
+}
 
+/// What transmitting a burst needs of a worker.
+struct Out<'a> {
+    tx: &'a mut Transmit,
+    memory: &'a mut MemoryPort,
+    node: &'a mut Node,
+    dir: Direction,
+    next_of: &'a [usize],
+}
+
+impl Out<'_> {
+    /// Sends what the node queued, checking its order; returns the frames sent.
     fn transmit(&mut self, check: &mut OrderCheck) -> u64 {
         let mut sent = 0u64;
         for q in 0..self.tx.ports() {
@@ -398,7 +413,7 @@ impl Worker {
             for p in queue.iter() {
                 match self.dir {
                     Direction::Out => check.esp(p.data()),
-                    Direction::In => check.plain(p.data(), &self.next_of),
+                    Direction::In => check.plain(p.data(), self.next_of),
                 }
             }
             sent += queue.len() as u64;
@@ -522,11 +537,7 @@ pub fn dataplane_workers(
                 Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
             for size in sizes {
                 for dir in [Direction::Out, Direction::In] {
-                    let dname = if dir == Direction::Out {
-                        "outbound"
-                    } else {
-                        "inbound"
-                    };
+                    let dname = direction_name(dir);
                     if !dirs.iter().any(|d| d == dname) {
                         continue;
                     }

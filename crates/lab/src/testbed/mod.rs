@@ -562,36 +562,35 @@ fn down_quiet() {
             }
         }
     }
-    // Wait for the gateways to exit (they detach their XDP programs on the way out).
+    // Wait for the gateways to exit (they detach their XDP programs on the way out), and
+    // stop charon beside an espgw gateway (--keying ike) or as the strongSwan DUT.
     for g in ["gw1", "gw2"] {
-        if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}.pid"))) {
-            let proc_path = format!("/proc/{}", pid.trim());
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Path::new(&proc_path).exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if Path::new(&proc_path).exists() {
-                let _ = run_cmd(&["kill", "-9", pid.trim()]);
-            }
-            let _ = std::fs::remove_file(state(&format!("{g}.pid")));
-        }
-        // charon beside an espgw gateway (--keying ike) or as the strongSwan DUT.
-        if let Ok(pid) = std::fs::read_to_string(state(&format!("{g}-charon.pid"))) {
-            let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
-            let proc_path = format!("/proc/{}", pid.trim());
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Path::new(&proc_path).exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if Path::new(&proc_path).exists() {
-                let _ = run_cmd(&["kill", "-9", pid.trim()]);
-            }
-            let _ = std::fs::remove_file(state(&format!("{g}-charon.pid")));
-        }
+        reap(&state(&format!("{g}.pid")), false);
+        reap(&state(&format!("{g}-charon.pid")), true);
     }
     for n in NAMESPACES {
         let _ = run_cmd(&["ip", "netns", "del", &ns(n)]);
     }
+}
+
+/// Waits (5 s at most) for the process named in `pid_file` to exit, after SIGTERM when
+/// `term`, then kills it; removes the file.
+fn reap(pid_file: &Path, term: bool) {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return;
+    };
+    if term {
+        let _ = run_cmd(&["kill", "-TERM", pid.trim()]);
+    }
+    let proc_path = format!("/proc/{}", pid.trim());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Path::new(&proc_path).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if Path::new(&proc_path).exists() {
+        let _ = run_cmd(&["kill", "-9", pid.trim()]);
+    }
+    let _ = std::fs::remove_file(pid_file);
 }
 
 /// Stops the gateways and removes every namespace (and with them their interfaces).

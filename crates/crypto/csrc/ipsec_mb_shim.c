@@ -182,3 +182,228 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
     explicit_bzero(&ctx, sizeof(ctx));
     return 0;
 }
+
+/*
+ * ESP transforms other than AES-GCM through the job API: AES-CBC, AES-CTR or NULL with
+ * HMAC-SHA1/SHA-2/MD5 or AES-XCBC-MAC; AES-CCM; ChaCha20-Poly1305. The library runs
+ * several jobs at once in parallel lanes (multi-buffer), so a burst goes in together.
+ *
+ * The Rust side (src/ipsec_mb_esp.rs) lays out every operation; this file only copies
+ * those fields into the library's job structure, whose layout belongs to the installed
+ * header.
+ */
+enum espgw_mb_cipher { ESPGW_C_NULL = 0, ESPGW_C_CBC, ESPGW_C_CTR, ESPGW_C_CCM, ESPGW_C_CHACHA };
+enum espgw_mb_hash {
+    ESPGW_H_NULL = 0, ESPGW_H_SHA1, ESPGW_H_SHA256, ESPGW_H_SHA384, ESPGW_H_SHA512,
+    ESPGW_H_MD5, ESPGW_H_XCBC, ESPGW_H_CCM, ESPGW_H_CHACHA
+};
+/* What one call does to every op. */
+enum espgw_mb_what {
+    ESPGW_SEAL = 0,     /* encrypt, then the ICV (CCM: the library's own order) */
+    ESPGW_HASH_ONLY,    /* the ICV alone (opening encrypt-then-MAC: verify first) */
+    ESPGW_DECRYPT_ONLY, /* decryption alone (after the ICV was found good) */
+    ESPGW_OPEN_AEAD     /* combined mode: decrypt and compute the tag */
+};
+
+/* One SA's prepared keys. Mirrors `RawSa` in src/ipsec_mb_esp.rs. */
+struct espgw_mb_sa {
+    int32_t cipher;
+    int32_t hash;
+    uint64_t key_bytes;
+    const void *enc_keys;
+    const void *dec_keys;
+    const void *ipad;     /* HMAC: hash state after key ^ ipad */
+    const void *opad;
+    const void *k1;       /* AES-XCBC-MAC: expanded K1, K2, K3 */
+    const void *k2;
+    const void *k3;
+    uint64_t tag_len;     /* bytes of tag the library writes */
+};
+
+/* One packet. Mirrors `RawOp` in src/ipsec_mb_esp.rs. */
+struct espgw_mb_op {
+    uint8_t *buf;           /* start of the ESP packet (SPI) */
+    uint64_t cipher_off;
+    uint64_t cipher_len;
+    uint64_t hash_off;
+    uint64_t hash_len;
+    uint8_t iv[16];         /* the cipher's IV or nonce as the library takes it */
+    uint64_t iv_len;
+    uint8_t aad[16];        /* CCM / ChaCha20-Poly1305 */
+    uint64_t aad_len;
+    uint8_t tag[64];        /* out: the computed tag */
+    uint8_t expect[32];     /* the received ICV (used by the Rust side only) */
+    int64_t status;         /* out: 0 when the job completed */
+};
+
+static IMB_CIPHER_MODE mb_cipher(int32_t c)
+{
+    switch (c) {
+    case ESPGW_C_CBC: return IMB_CIPHER_CBC;
+    case ESPGW_C_CTR: return IMB_CIPHER_CNTR;
+    case ESPGW_C_CCM: return IMB_CIPHER_CCM;
+    case ESPGW_C_CHACHA: return IMB_CIPHER_CHACHA20_POLY1305;
+    default: return IMB_CIPHER_NULL;
+    }
+}
+
+static IMB_HASH_ALG mb_hash(int32_t h)
+{
+    switch (h) {
+    case ESPGW_H_SHA1: return IMB_AUTH_HMAC_SHA_1;
+    case ESPGW_H_SHA256: return IMB_AUTH_HMAC_SHA_256;
+    case ESPGW_H_SHA384: return IMB_AUTH_HMAC_SHA_384;
+    case ESPGW_H_SHA512: return IMB_AUTH_HMAC_SHA_512;
+    case ESPGW_H_MD5: return IMB_AUTH_MD5;
+    case ESPGW_H_XCBC: return IMB_AUTH_AES_XCBC;
+    case ESPGW_H_CCM: return IMB_AUTH_AES_CCM;
+    case ESPGW_H_CHACHA: return IMB_AUTH_CHACHA20_POLY1305;
+    default: return IMB_AUTH_NULL;
+    }
+}
+
+static void fill_esp_job(IMB_JOB *job, const struct espgw_mb_sa *sa, int what,
+                         struct espgw_mb_op *op)
+{
+    int encrypt = what == ESPGW_SEAL;
+    int ccm = sa->cipher == ESPGW_C_CCM;
+
+    job->cipher_mode = what == ESPGW_HASH_ONLY ? IMB_CIPHER_NULL : mb_cipher(sa->cipher);
+    job->hash_alg = what == ESPGW_DECRYPT_ONLY ? IMB_AUTH_NULL : mb_hash(sa->hash);
+    job->cipher_direction = encrypt ? IMB_DIR_ENCRYPT : IMB_DIR_DECRYPT;
+    /* CCM authenticates the plaintext: its tag comes first when sealing. */
+    if (encrypt)
+        job->chain_order = ccm ? IMB_ORDER_HASH_CIPHER : IMB_ORDER_CIPHER_HASH;
+    else
+        job->chain_order = ccm ? IMB_ORDER_CIPHER_HASH : IMB_ORDER_HASH_CIPHER;
+    job->enc_keys = sa->enc_keys;
+    job->dec_keys = sa->dec_keys;
+    job->key_len_in_bytes = job->cipher_mode == IMB_CIPHER_NULL ? 0 : sa->key_bytes;
+    job->src = op->buf;
+    /* dst is where the cipher's output starts (the offset already applied). */
+    job->dst = op->buf + op->cipher_off;
+    job->cipher_start_src_offset_in_bytes = op->cipher_off;
+    job->msg_len_to_cipher_in_bytes = job->cipher_mode == IMB_CIPHER_NULL ? 0 : op->cipher_len;
+    job->hash_start_src_offset_in_bytes = op->hash_off;
+    job->msg_len_to_hash_in_bytes = op->hash_len;
+    job->iv = op->iv;
+    job->iv_len_in_bytes = op->iv_len;
+    job->auth_tag_output = op->tag;
+    job->auth_tag_output_len_in_bytes = sa->tag_len;
+    switch (job->hash_alg) {
+    case IMB_AUTH_HMAC_SHA_1:
+    case IMB_AUTH_HMAC_SHA_256:
+    case IMB_AUTH_HMAC_SHA_384:
+    case IMB_AUTH_HMAC_SHA_512:
+    case IMB_AUTH_MD5:
+        job->u.HMAC._hashed_auth_key_xor_ipad = sa->ipad;
+        job->u.HMAC._hashed_auth_key_xor_opad = sa->opad;
+        break;
+    case IMB_AUTH_AES_XCBC:
+        job->u.XCBC._k1_expanded = sa->k1;
+        job->u.XCBC._k2 = sa->k2;
+        job->u.XCBC._k3 = sa->k3;
+        break;
+    case IMB_AUTH_AES_CCM:
+        job->u.CCM.aad = op->aad;
+        job->u.CCM.aad_len_in_bytes = op->aad_len;
+        break;
+    case IMB_AUTH_CHACHA20_POLY1305:
+        job->u.CHACHA20_POLY1305.aad = op->aad;
+        job->u.CHACHA20_POLY1305.aad_len_in_bytes = op->aad_len;
+        break;
+    default:
+        break;
+    }
+    job->user_data = op;
+    op->status = -1;
+}
+
+static void finish_esp(IMB_JOB *job)
+{
+    struct espgw_mb_op *op = job->user_data;
+    op->status = job->status == IMB_STATUS_COMPLETED ? 0 : -1;
+}
+
+/*
+ * Runs `what` on `n` ops of one SA: each job is submitted as soon as it is filled (the
+ * library starts a lane group when enough jobs of one algorithm are queued) and whatever
+ * remains is flushed at the end, so every op has completed or failed on return. The
+ * library's argument checks stay on: they cost little next to the work and turn a
+ * length the Rust side got wrong into a failed op, not a wild access. Returns the number
+ * of ops that did not complete.
+ */
+int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                 struct espgw_mb_op *ops, uint32_t n)
+{
+    IMB_JOB *job;
+    int failed = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        job = IMB_GET_NEXT_JOB(m);
+        fill_esp_job(job, sa, what, &ops[i]);
+        job = IMB_SUBMIT_JOB(m);
+        while (job != NULL) {
+            finish_esp(job);
+            job = IMB_GET_COMPLETED_JOB(m);
+        }
+    }
+    while ((job = IMB_FLUSH_JOB(m)) != NULL)
+        finish_esp(job);
+    for (uint32_t i = 0; i < n; i++)
+        if (ops[i].status != 0)
+            failed++;
+    return failed;
+}
+
+/* AES key schedules: encryption and decryption (16-byte aligned, 240 bytes each). */
+int espgw_mb_aes_keyexp(IMB_MGR *m, uint32_t key_bytes, const uint8_t *key, void *enc,
+                        void *dec)
+{
+    switch (key_bytes) {
+    case 16: IMB_AES_KEYEXP_128(m, key, enc, dec); break;
+    case 24: IMB_AES_KEYEXP_192(m, key, enc, dec); break;
+    case 32: IMB_AES_KEYEXP_256(m, key, enc, dec); break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* AES-XCBC-MAC (RFC 3566): K1 expanded (176 bytes), K2 and K3 (16 bytes each). */
+void espgw_mb_xcbc_keyexp(IMB_MGR *m, const uint8_t *key, void *k1, void *k2, void *k3)
+{
+    IMB_AES_XCBC_KEYEXP(m, key, k1, k2, k3);
+}
+
+/*
+ * HMAC (RFC 2104): the hash state after one block of key ^ ipad and of key ^ opad, which
+ * the job API continues from. Keys no longer than the block only (every IPsec HMAC key
+ * is the digest's length). Returns -1 for an unknown hash or a key that is too long.
+ */
+int espgw_mb_hmac_precompute(IMB_MGR *m, int32_t hash, const uint8_t *key, uint32_t key_len,
+                             uint8_t *ipad_state, uint8_t *opad_state)
+{
+    uint8_t block[128];
+    uint32_t block_len = (hash == ESPGW_H_SHA384 || hash == ESPGW_H_SHA512) ? 128 : 64;
+    int rc = 0;
+
+    if (key_len > block_len)
+        return -1;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        uint8_t pad = pass == 0 ? 0x36 : 0x5c;
+        uint8_t *out = pass == 0 ? ipad_state : opad_state;
+        memset(block, pad, block_len);
+        for (uint32_t i = 0; i < key_len; i++)
+            block[i] ^= key[i];
+        switch (hash) {
+        case ESPGW_H_SHA1: IMB_SHA1_ONE_BLOCK(m, block, out); break;
+        case ESPGW_H_SHA256: IMB_SHA256_ONE_BLOCK(m, block, out); break;
+        case ESPGW_H_SHA384: IMB_SHA384_ONE_BLOCK(m, block, out); break;
+        case ESPGW_H_SHA512: IMB_SHA512_ONE_BLOCK(m, block, out); break;
+        case ESPGW_H_MD5: IMB_MD5_ONE_BLOCK(m, block, out); break;
+        default: rc = -1; break;
+        }
+    }
+    explicit_bzero(block, sizeof(block));
+    return rc;
+}

@@ -39,6 +39,12 @@ pub trait EspKey: Send + Sync {
     /// padded to the suite's block length. Ops too short to hold header, IV and ICV are
     /// left alone.
     fn seal_burst(&self, ops: &mut [EspOp<'_>]);
+    /// Seals as [`EspKey::seal_burst`] does, but a CBC suite takes op `i`'s IV from
+    /// `cbc_ivs[i]` (its first 8 bytes for 3DES) instead of the CSPRNG; other suites'
+    /// IVs are the sequence number either way. For tests that compare back-ends byte
+    /// for byte: the data plane never calls it. With fewer IVs than ops it draws fresh
+    /// ones.
+    fn seal_burst_ivs(&self, ops: &mut [EspOp<'_>], cbc_ivs: &[[u8; 16]]);
     /// Authenticates and decrypts every op; `ok[i]` tells whether op `i` was authentic.
     /// The text of an op that failed is zeroed: unauthenticated plaintext never leaves.
     fn open_burst(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]);
@@ -66,6 +72,11 @@ pub fn esp_key(
     };
     material(suite.enc.key_material_len(), enc_key)?;
     material(suite.integ.key_len(), auth_key)?;
+    if !matches!(suite.enc, Encryption::AesGcm { .. }) {
+        if let Some(key) = provider.multi_buffer_esp_key(suite, enc_key, auth_key, esn) {
+            return key;
+        }
+    }
     let salt4 = |key_len: usize| {
         let mut s = [0u8; 4];
         s.copy_from_slice(&enc_key[key_len..key_len + 4]);
@@ -139,7 +150,7 @@ fn gcm_alg(key_len: usize) -> &'static aead::Algorithm {
 
 /// The AAD of RFC 4106 §5 (also RFC 4309, RFC 7634): SPI || seq, or with ESN
 /// SPI || seq high || seq low. Returns the bytes and their length.
-fn aead_aad(esp: &[u8], seq: u64, esn: bool) -> ([u8; 12], usize) {
+pub(crate) fn aead_aad(esp: &[u8], seq: u64, esn: bool) -> ([u8; 12], usize) {
     let mut aad = [0u8; 12];
     aad[..4].copy_from_slice(&esp[..4]);
     if esn {
@@ -156,7 +167,8 @@ fn aead_aad(esp: &[u8], seq: u64, esn: bool) -> ([u8; 12], usize) {
 /// A transform that handles one packet at a time; bursts are a loop.
 trait PacketTransform: Send + Sync {
     fn suite(&self) -> Suite;
-    fn seal(&self, esp: &mut [u8], seq: u64) -> bool;
+    /// `cbc_iv`: the IV a CBC suite uses instead of a fresh one (tests only).
+    fn seal(&self, esp: &mut [u8], seq: u64, cbc_iv: Option<&[u8; 16]>) -> bool;
     fn open(&self, esp: &mut [u8], seq: u64) -> bool;
 }
 
@@ -168,12 +180,18 @@ impl<T: PacketTransform> EspKey for PerPacket<T> {
     }
 
     fn seal_burst(&self, ops: &mut [EspOp<'_>]) {
+        self.seal_burst_ivs(ops, &[]);
+    }
+
+    fn seal_burst_ivs(&self, ops: &mut [EspOp<'_>], cbc_ivs: &[[u8; 16]]) {
         let s = self.0.suite();
         let min = ESP_HEADER_LEN + s.iv_len() + s.icv_len();
-        for op in ops.iter_mut() {
+        let given = cbc_ivs.len() >= ops.len();
+        for (i, op) in ops.iter_mut().enumerate() {
+            let iv = if given { cbc_ivs.get(i) } else { None };
             // A seal that fails (lengths the layout never produces) must not leave
             // plaintext behind a zero ICV: the text is wiped, and the peer drops the packet.
-            if op.esp.len() >= min && !self.0.seal(op.esp, op.seq) {
+            if op.esp.len() >= min && !self.0.seal(op.esp, op.seq, iv) {
                 op.esp[ESP_HEADER_LEN + s.iv_len()..].fill(0);
             }
         }
@@ -231,6 +249,10 @@ impl EspKey for AeadEsp {
             }
         }
         self.key.seal_burst(&mut aead_ops);
+    }
+
+    fn seal_burst_ivs(&self, ops: &mut [EspOp<'_>], _: &[[u8; 16]]) {
+        self.seal_burst(ops);
     }
 
     fn open_burst(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
@@ -303,7 +325,7 @@ impl PacketTransform for LcAead {
         self.suite
     }
 
-    fn seal(&self, esp: &mut [u8], seq: u64) -> bool {
+    fn seal(&self, esp: &mut [u8], seq: u64, _: Option<&[u8; 16]>) -> bool {
         esp[8..16].copy_from_slice(&seq.to_be_bytes());
         let nonce = self.nonce(esp);
         let text_end = esp.len() - 16;
@@ -437,7 +459,7 @@ impl PacketTransform for CcmEsp {
         self.suite
     }
 
-    fn seal(&self, esp: &mut [u8], seq: u64) -> bool {
+    fn seal(&self, esp: &mut [u8], seq: u64, _: Option<&[u8; 16]>) -> bool {
         esp[8..16].copy_from_slice(&seq.to_be_bytes());
         let nonce = self.nonce(esp);
         let (aad, aad_len) = aead_aad(esp, seq, self.esn);
@@ -469,8 +491,12 @@ struct EncryptThenMac {
 }
 
 impl EncryptThenMac {
-    fn write_iv(&self, iv: &mut [u8], seq: u64) {
+    fn write_iv(&self, iv: &mut [u8], seq: u64, given: Option<&[u8; 16]>) {
         match self.suite.enc {
+            Encryption::AesCbc { .. } | Encryption::TdesCbc if given.is_some() => {
+                let n = iv.len();
+                iv.copy_from_slice(&given.unwrap_or(&[0; 16])[..n]);
+            }
             // RFC 3602 §2: CBC IVs must be unpredictable (a CSPRNG: rand's thread RNG is
             // ChaCha12, reseeded from the OS).
             Encryption::AesCbc { .. } | Encryption::TdesCbc => rand::thread_rng().fill_bytes(iv),
@@ -485,12 +511,12 @@ impl PacketTransform for EncryptThenMac {
         self.suite
     }
 
-    fn seal(&self, esp: &mut [u8], seq: u64) -> bool {
+    fn seal(&self, esp: &mut [u8], seq: u64, cbc_iv: Option<&[u8; 16]>) -> bool {
         let iv_len = self.suite.iv_len();
         let icv_len = self.suite.icv_len();
         let text_end = esp.len() - icv_len;
         let (head, rest) = esp.split_at_mut(ESP_HEADER_LEN + iv_len);
-        self.write_iv(&mut head[ESP_HEADER_LEN..], seq);
+        self.write_iv(&mut head[ESP_HEADER_LEN..], seq, cbc_iv);
         let (text, _) = rest.split_at_mut(text_end - ESP_HEADER_LEN - iv_len);
         if !self.cipher.encrypt(&head[ESP_HEADER_LEN..], text) {
             return false;

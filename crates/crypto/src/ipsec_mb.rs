@@ -14,6 +14,8 @@
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
+pub(crate) use imp::{with_mgr, ImbMgr};
+#[cfg(espgw_ipsec_mb)]
 pub use imp::{IpsecMbProvider, MbApi};
 
 /// Stands in when espgw is built without intel-ipsec-mb: an uninhabited type, so no value
@@ -67,7 +69,7 @@ mod imp {
 
     /// Opaque `IMB_MGR`.
     #[repr(C)]
-    struct ImbMgr {
+    pub(crate) struct ImbMgr {
         _private: [u8; 0],
     }
 
@@ -128,7 +130,7 @@ mod imp {
     }
 
     /// Runs `f` with this thread's manager, creating it on first use.
-    fn with_mgr<R>(f: impl FnOnce(*mut ImbMgr) -> R) -> Option<R> {
+    pub(crate) fn with_mgr<R>(f: impl FnOnce(*mut ImbMgr) -> R) -> Option<R> {
         MGR.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
@@ -216,6 +218,16 @@ mod imp {
                 data,
                 api: self.api,
             }))
+        }
+
+        fn multi_buffer_esp_key(
+            &self,
+            suite: crate::Suite,
+            enc_key: &[u8],
+            auth_key: &[u8],
+            esn: bool,
+        ) -> Option<Result<Arc<dyn crate::EspKey>, CryptoError>> {
+            crate::ipsec_mb_esp::multi_buffer_esp_key(suite, enc_key, auth_key, esn)
         }
     }
 

@@ -21,6 +21,7 @@ pub mod ct;
 pub mod esp;
 pub mod integrity;
 pub mod ipsec_mb;
+mod ipsec_mb_esp;
 pub mod suite;
 
 pub use ah::AhKey;
@@ -140,6 +141,19 @@ pub trait CryptoProvider: Send + Sync {
         key: &[u8],
         icv_len: usize,
     ) -> Result<Arc<dyn AeadKey>, CryptoError>;
+    /// A transform for an ESP suite other than AES-GCM that runs a burst together
+    /// (multi-buffer), where this back-end has one; `None` leaves the suite to the
+    /// portable one-packet transforms. Key lengths are checked by the caller
+    /// ([`esp_key`]).
+    fn multi_buffer_esp_key(
+        &self,
+        _suite: Suite,
+        _enc_key: &[u8],
+        _auth_key: &[u8],
+        _esn: bool,
+    ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
+        None
+    }
 }
 
 /// Checks the lengths every back-end requires.

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use aes::cipher::{BlockEncrypt, KeyInit};
 use espgw_crypto::integrity::MacKey;
 use espgw_crypto::suite::all_esp_suites;
-use espgw_crypto::{
-    all_providers, esp_key, CryptoProvider, Encryption, EspKey, EspOp, Integrity, Suite,
-};
+use espgw_crypto::{all_providers, esp_key, Encryption, EspKey, EspOp, Integrity, Suite};
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
@@ -20,12 +18,22 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn provider() -> Arc<dyn CryptoProvider> {
-    espgw_crypto::default_provider()
-}
-
-fn key(suite: Suite, enc: &[u8], auth: &[u8], esn: bool) -> Arc<dyn EspKey> {
-    esp_key(&*provider(), suite, enc, auth, esn).unwrap()
+/// The suite's transform from every back-end built here (intel-ipsec-mb's multi-buffer
+/// path where it has the suite, and the portable one), each named for the messages.
+fn keys(suite: Suite, enc: &[u8], auth: &[u8], esn: bool) -> Vec<(String, Arc<dyn EspKey>)> {
+    let mut v: Vec<(String, Arc<dyn EspKey>)> = all_providers()
+        .iter()
+        .map(|p| (p.name(), esp_key(&**p, suite, enc, auth, esn).unwrap()))
+        .collect();
+    if std::env::var_os("ESPGW_NO_IPSEC_MB").is_none() {
+        assert!(
+            v.len() >= 2,
+            "intel-ipsec-mb is not built in: only {}",
+            v[0].0
+        );
+    }
+    v.dedup_by(|a, b| a.0 == b.0);
+    v
 }
 
 fn open(k: &dyn EspKey, esp: &mut [u8], seq: u64) -> bool {
@@ -93,15 +101,16 @@ fn gcm_esp_packets_draft_mcgrew() {
         }
     }
     // Sealing reproduces the first packet (IV = the sequence number given).
-    let k = key(Suite::aes_gcm(16), &hex(cases[0].0), &[], false);
-    let ct = &hex(cases[0].3)[16..];
-    seal_matches(
-        &*k,
-        "0000a5f80000000a",
-        "facedbaddecaf888",
-        &hex(cases[0].4),
-        ct,
-    );
+    for (_, k) in keys(Suite::aes_gcm(16), &hex(cases[0].0), &[], false) {
+        let ct = &hex(cases[0].3)[16..];
+        seal_matches(
+            &*k,
+            "0000a5f80000000a",
+            "facedbaddecaf888",
+            &hex(cases[0].4),
+            ct,
+        );
+    }
 }
 
 /// RFC 7634 Appendix A: the ESP ChaCha20-Poly1305 example, opened and sealed.
@@ -118,12 +127,13 @@ fn chacha20_poly1305_rfc7634_appendix_a() {
         enc: Encryption::ChaCha20Poly1305,
         integ: Integrity::None,
     };
-    let k = key(suite, &material, &[], false);
-    seal_matches(&*k, "0102030400000005", "1011121314151617", &plain, &ct_tag);
-    let mut esp = hex("0102030400000005 1011121314151617");
-    esp.extend_from_slice(&ct_tag);
-    assert!(open(&*k, &mut esp, 5));
-    assert_eq!(&esp[16..16 + plain.len()], plain.as_slice());
+    for (name, k) in keys(suite, &material, &[], false) {
+        seal_matches(&*k, "0102030400000005", "1011121314151617", &plain, &ct_tag);
+        let mut esp = hex("0102030400000005 1011121314151617");
+        esp.extend_from_slice(&ct_tag);
+        assert!(open(&*k, &mut esp, 5), "{name}");
+        assert_eq!(&esp[16..16 + plain.len()], plain.as_slice());
+    }
 }
 
 /// RFC 3602 §4 cases 5 and 7 (ESP AES-CBC packets; the RFC gives them without
@@ -149,15 +159,16 @@ fn aes_cbc_rfc3602_esp_packets() {
         integ: Integrity::HmacSha1_96,
     };
     for (k, packet, plain) in cases {
-        let tk = key(suite, &hex(k), &auth, false);
-        let mut esp = hex(packet);
-        let icv = MacKey::new(Integrity::HmacSha1_96, &auth)
-            .unwrap()
-            .tag(&[&esp]);
-        esp.extend_from_slice(icv.as_slice());
-        let seq = u64::from(u32::from_be_bytes(esp[4..8].try_into().unwrap()));
-        assert!(open(&*tk, &mut esp, seq));
-        assert_eq!(&esp[24..esp.len() - 12], hex(plain).as_slice());
+        for (name, tk) in keys(suite, &hex(k), &auth, false) {
+            let mut esp = hex(packet);
+            let icv = MacKey::new(Integrity::HmacSha1_96, &auth)
+                .unwrap()
+                .tag(&[&esp]);
+            esp.extend_from_slice(icv.as_slice());
+            let seq = u64::from(u32::from_be_bytes(esp[4..8].try_into().unwrap()));
+            assert!(open(&*tk, &mut esp, seq), "{name}");
+            assert_eq!(&esp[24..esp.len() - 12], hex(plain).as_slice(), "{name}");
+        }
     }
 }
 
@@ -175,23 +186,24 @@ fn gmac_esp_packets() {
         (false, 0x0a, "d58e6351f4b3b11df6052d9717637ebe"),
         (true, 0x1_0000_000a, "d43022362d5d7dc40498a1ac5651ccf8"),
     ] {
-        let k = key(suite, &material, &[], esn);
-        let mut esp = hex("0000a5f80000000a facedbaddecaf888");
-        esp.extend_from_slice(&text);
-        esp.extend_from_slice(&hex(tag));
-        let packet = esp.clone();
-        assert!(open(&*k, &mut esp, seq), "esn {esn}");
-        assert_eq!(esp, packet, "GMAC leaves the payload as it is");
-        // Sealing with IV = facedbaddecaf888 reproduces the tag (non-ESN only: the IV is
-        // the sequence number there).
-        if !esn {
-            seal_matches(
-                &*k,
-                "0000a5f80000000a",
-                "facedbaddecaf888",
-                &text,
-                &packet[16..],
-            );
+        for (name, k) in keys(suite, &material, &[], esn) {
+            let mut esp = hex("0000a5f80000000a facedbaddecaf888");
+            esp.extend_from_slice(&text);
+            esp.extend_from_slice(&hex(tag));
+            let packet = esp.clone();
+            assert!(open(&*k, &mut esp, seq), "{name} esn {esn}");
+            assert_eq!(esp, packet, "GMAC leaves the payload as it is");
+            // Sealing with IV = facedbaddecaf888 reproduces the tag (non-ESN only: the IV
+            // is the sequence number there).
+            if !esn {
+                seal_matches(
+                    &*k,
+                    "0000a5f80000000a",
+                    "facedbaddecaf888",
+                    &text,
+                    &packet[16..],
+                );
+            }
         }
     }
 }
@@ -215,13 +227,14 @@ fn ccm_esp_packets() {
             },
             integ: Integrity::None,
         };
-        let k = key(suite, &material, &[], false);
-        let want = hex(&format!("{ct}{tag}"));
-        seal_matches(&*k, "0000a5f80000000a", "facedbaddecaf888", &text, &want);
-        let mut esp = hex("0000a5f80000000a facedbaddecaf888");
-        esp.extend_from_slice(&want);
-        assert!(open(&*k, &mut esp, 0x0a));
-        assert_eq!(&esp[16..16 + text.len()], text.as_slice());
+        for (name, k) in keys(suite, &material, &[], false) {
+            let want = hex(&format!("{ct}{tag}"));
+            seal_matches(&*k, "0000a5f80000000a", "facedbaddecaf888", &text, &want);
+            let mut esp = hex("0000a5f80000000a facedbaddecaf888");
+            esp.extend_from_slice(&want);
+            assert!(open(&*k, &mut esp, 0x0a), "{name}");
+            assert_eq!(&esp[16..16 + text.len()], text.as_slice());
+        }
     }
 }
 
@@ -313,59 +326,61 @@ fn every_suite_round_trips_and_refuses_tampering() {
         }
         for esn in [false, true] {
             let (enc, auth) = material(suite);
-            let k = key(suite, &enc, &auth, esn);
-            let seq = 0x0000_0002_0000_0007u64;
-            let (mut esp, text) = layout(suite, 61);
-            esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-            let plain = esp.clone();
-            seal(&*k, &mut esp, seq);
-            let body = 8 + suite.iv_len();
-            if !suite.is_plaintext() {
-                assert_ne!(
-                    esp[body..body + text],
-                    plain[body..body + text],
-                    "{suite} encrypts"
-                );
-            }
-            let sealed = esp.clone();
-            assert!(open(&*k, &mut esp, seq), "{suite} esn {esn}");
-            assert_eq!(esp[body..body + text], plain[body..body + text], "{suite}");
-            // Wrong high sequence bits: with ESN they are authenticated.
-            if esn {
-                let mut e = sealed.clone();
-                assert!(!open(&*k, &mut e, seq + (1 << 32)), "{suite} ESN high bits");
-            }
-            for at in [0, 5, 8, body, body + text / 2, sealed.len() - 1] {
-                let mut e = sealed.clone();
-                e[at] ^= 0x40;
-                assert!(
-                    !open(&*k, &mut e, seq),
-                    "{suite}: byte {at} flipped still opens"
-                );
-                assert!(
-                    e[body..].iter().all(|&b| b == 0),
-                    "{suite}: text not zeroed"
-                );
+            for (name, k) in keys(suite, &enc, &auth, esn) {
+                let seq = 0x0000_0002_0000_0007u64;
+                let (mut esp, text) = layout(suite, 61);
+                esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
+                let plain = esp.clone();
+                seal(&*k, &mut esp, seq);
+                let body = 8 + suite.iv_len();
+                if !suite.is_plaintext() {
+                    assert_ne!(
+                        esp[body..body + text],
+                        plain[body..body + text],
+                        "{suite} encrypts ({name})"
+                    );
+                }
+                let sealed = esp.clone();
+                assert!(open(&*k, &mut esp, seq), "{suite} esn {esn} ({name})");
+                assert_eq!(esp[body..body + text], plain[body..body + text], "{suite}");
+                // Wrong high sequence bits: with ESN they are authenticated.
+                if esn {
+                    let mut e = sealed.clone();
+                    assert!(!open(&*k, &mut e, seq + (1 << 32)), "{suite} ESN high bits");
+                }
+                for at in [0, 5, 8, body, body + text / 2, sealed.len() - 1] {
+                    let mut e = sealed.clone();
+                    e[at] ^= 0x40;
+                    assert!(
+                        !open(&*k, &mut e, seq),
+                        "{suite}: byte {at} flipped still opens ({name})"
+                    );
+                    assert!(
+                        e[body..].iter().all(|&b| b == 0),
+                        "{suite}: text not zeroed"
+                    );
+                }
             }
         }
         // Wrong key lengths.
         let (enc, auth) = material(suite);
-        let p = provider();
-        assert!(
-            esp_key(
-                &*p,
-                suite,
-                &enc[..enc.len().saturating_sub(1)],
-                &auth,
-                false
-            )
-            .is_err()
-                || enc.is_empty()
-        );
-        if !auth.is_empty() {
-            let mut long = auth.clone();
-            long.push(0);
-            assert!(esp_key(&*p, suite, &enc, &long, false).is_err(), "{suite}");
+        for p in all_providers() {
+            assert!(
+                esp_key(
+                    &*p,
+                    suite,
+                    &enc[..enc.len().saturating_sub(1)],
+                    &auth,
+                    false
+                )
+                .is_err()
+                    || enc.is_empty()
+            );
+            if !auth.is_empty() {
+                let mut long = auth.clone();
+                long.push(0);
+                assert!(esp_key(&*p, suite, &enc, &long, false).is_err(), "{suite}");
+            }
         }
     }
 }
@@ -380,14 +395,15 @@ fn cbc_ivs_are_unpredictable() {
             integ: Integrity::HmacSha256_128,
         };
         let (e, a) = material(suite);
-        let k = key(suite, &e, &a, false);
-        let (mut one, _) = layout(suite, 40);
-        let mut two = one.clone();
-        seal(&*k, &mut one, 1);
-        seal(&*k, &mut two, 1);
-        let iv = 8..8 + suite.iv_len();
-        assert_ne!(one[iv.clone()], two[iv], "{suite}");
-        assert_ne!(one, two);
+        for (name, k) in keys(suite, &e, &a, false) {
+            let (mut one, _) = layout(suite, 40);
+            let mut two = one.clone();
+            seal(&*k, &mut one, 1);
+            seal(&*k, &mut two, 1);
+            let iv = 8..8 + suite.iv_len();
+            assert_ne!(one[iv.clone()], two[iv], "{suite} {name}");
+            assert_ne!(one, two);
+        }
     }
 }
 
@@ -397,30 +413,31 @@ fn cbc_ivs_are_unpredictable() {
 fn short_packet_in_a_burst_fails_alone() {
     for suite in [Suite::aes_gcm(16), all_esp_suites()[1]] {
         let (e, a) = material(suite);
-        let k = key(suite, &e, &a, false);
-        let (mut one, _) = layout(suite, 30);
-        let mut three = one.clone();
-        seal(&*k, &mut one, 1);
-        seal(&*k, &mut three, 3);
-        let mut short = vec![7u8; 12];
-        let mut ok = [false; 3];
-        k.open_burst(
-            &mut [
-                EspOp {
-                    esp: &mut one,
-                    seq: 1,
-                },
-                EspOp {
-                    esp: &mut short,
-                    seq: 2,
-                },
-                EspOp {
-                    esp: &mut three,
-                    seq: 3,
-                },
-            ],
-            &mut ok,
-        );
-        assert_eq!(ok, [true, false, true], "{suite}");
+        for (name, k) in keys(suite, &e, &a, false) {
+            let (mut one, _) = layout(suite, 30);
+            let mut three = one.clone();
+            seal(&*k, &mut one, 1);
+            seal(&*k, &mut three, 3);
+            let mut short = vec![7u8; 12];
+            let mut ok = [false; 3];
+            k.open_burst(
+                &mut [
+                    EspOp {
+                        esp: &mut one,
+                        seq: 1,
+                    },
+                    EspOp {
+                        esp: &mut short,
+                        seq: 2,
+                    },
+                    EspOp {
+                        esp: &mut three,
+                        seq: 3,
+                    },
+                ],
+                &mut ok,
+            );
+            assert_eq!(ok, [true, false, true], "{suite} {name}");
+        }
     }
 }

@@ -1,0 +1,650 @@
+//! Multi-buffer ESP transforms: every suite intel-ipsec-mb runs besides AES-GCM (which
+//! goes through [`crate::ipsec_mb`]'s AEAD interface) — AES-CBC, AES-CTR or NULL with
+//! HMAC-SHA1-96, HMAC-SHA-256/384/512, HMAC-MD5-96 or AES-XCBC-MAC-96; AES-CCM with
+//! 128- and 256-bit keys; ChaCha20-Poly1305.
+//!
+//! A burst of one SA's packets goes to the library's job API together, so that its
+//! multi-buffer code hashes and ciphers several packets at once in SIMD lanes, where the
+//! portable transforms of [`crate::esp`] take one packet at a time. Both produce the same
+//! bytes (tests compare them packet for packet) and keep the same rules:
+//!
+//! - opening encrypt-then-MAC computes only the ICVs first (hash-only jobs), compares them
+//!   in constant time, and decrypts only the authentic packets (cipher-only jobs);
+//! - CBC IVs are fresh CSPRNG output, drawn in one call per burst;
+//! - the text of a packet that fails is zeroed, and a packet that fails takes no other
+//!   packet of its burst with it.
+//!
+//! Suites the library lacks (AES-192-CCM, AES-GMAC, 3DES-CBC, NULL/NULL) stay on the
+//! portable transforms.
+#![allow(unsafe_code)]
+
+#[cfg(espgw_ipsec_mb)]
+pub(crate) use imp::multi_buffer_esp_key;
+
+#[cfg(espgw_ipsec_mb)]
+mod imp {
+    use std::cell::RefCell;
+    use std::ffi::c_int;
+    use std::sync::Arc;
+
+    use rand::RngCore;
+    use zeroize::Zeroize;
+
+    use crate::ct::ct_eq;
+    use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
+    use crate::ipsec_mb::{with_mgr, ImbMgr};
+    use crate::suite::{Encryption, Integrity, Suite};
+    use crate::CryptoError;
+
+    // The shim's enum values (csrc/ipsec_mb_shim.c).
+    const C_NULL: i32 = 0;
+    const C_CBC: i32 = 1;
+    const C_CTR: i32 = 2;
+    const C_CCM: i32 = 3;
+    const C_CHACHA: i32 = 4;
+    const H_NULL: i32 = 0;
+    const H_SHA1: i32 = 1;
+    const H_SHA256: i32 = 2;
+    const H_SHA384: i32 = 3;
+    const H_SHA512: i32 = 4;
+    const H_MD5: i32 = 5;
+    const H_XCBC: i32 = 6;
+    const H_CCM: i32 = 7;
+    const H_CHACHA: i32 = 8;
+
+    const SEAL: c_int = 0;
+    const HASH_ONLY: c_int = 1;
+    const DECRYPT_ONLY: c_int = 2;
+    const OPEN_AEAD: c_int = 3;
+
+    /// Mirrors `struct espgw_mb_sa`.
+    #[repr(C)]
+    struct RawSa {
+        cipher: i32,
+        hash: i32,
+        key_bytes: u64,
+        enc_keys: *const u8,
+        dec_keys: *const u8,
+        ipad: *const u8,
+        opad: *const u8,
+        k1: *const u8,
+        k2: *const u8,
+        k3: *const u8,
+        tag_len: u64,
+    }
+
+    /// Mirrors `struct espgw_mb_op`.
+    #[repr(C)]
+    struct RawOp {
+        buf: *mut u8,
+        cipher_off: u64,
+        cipher_len: u64,
+        hash_off: u64,
+        hash_len: u64,
+        iv: [u8; 16],
+        iv_len: u64,
+        aad: [u8; 16],
+        aad_len: u64,
+        tag: [u8; 64],
+        expect: [u8; 32],
+        status: i64,
+    }
+
+    extern "C" {
+        fn espgw_mb_esp(
+            m: *mut ImbMgr,
+            sa: *const RawSa,
+            what: c_int,
+            ops: *mut RawOp,
+            n: u32,
+        ) -> c_int;
+        fn espgw_mb_aes_keyexp(
+            m: *mut ImbMgr,
+            key_bytes: u32,
+            key: *const u8,
+            enc: *mut u8,
+            dec: *mut u8,
+        ) -> c_int;
+        fn espgw_mb_xcbc_keyexp(
+            m: *mut ImbMgr,
+            key: *const u8,
+            k1: *mut u8,
+            k2: *mut u8,
+            k3: *mut u8,
+        );
+        fn espgw_mb_hmac_precompute(
+            m: *mut ImbMgr,
+            hash: i32,
+            key: *const u8,
+            key_len: u32,
+            ipad: *mut u8,
+            opad: *mut u8,
+        ) -> c_int;
+    }
+
+    /// An SA's expanded keys, 64-byte aligned (the library's vector code loads them with
+    /// aligned moves), zeroized on drop.
+    #[repr(C, align(64))]
+    struct KeyStore {
+        /// The AES encryption schedule (up to 240 bytes), or ChaCha20's 32-byte key.
+        enc: [u8; 256],
+        dec: [u8; 256],
+        /// HMAC: the hash state after key ^ ipad and key ^ opad (up to SHA-512's 64).
+        ipad: [u8; 64],
+        opad: [u8; 64],
+        /// AES-XCBC-MAC: K1's schedule (176 bytes), K2, K3.
+        k1: [u8; 256],
+        k2: [u8; 16],
+        k3: [u8; 16],
+    }
+
+    impl Drop for KeyStore {
+        fn drop(&mut self) {
+            self.enc.zeroize();
+            self.dec.zeroize();
+            self.ipad.zeroize();
+            self.opad.zeroize();
+            self.k1.zeroize();
+            self.k2.zeroize();
+            self.k3.zeroize();
+        }
+    }
+
+    /// How the packet's nonce or IV is formed.
+    #[derive(Clone, Copy)]
+    enum Mode {
+        /// NULL, AES-CBC or AES-CTR with a separate ICV (encrypt-then-MAC, RFC 4303 §3.3.2).
+        EncryptThenMac { ctr_nonce: [u8; 4] },
+        /// AES-CCM (RFC 4309): 3-byte salt || IV.
+        Ccm { salt: [u8; 3] },
+        /// ChaCha20-Poly1305 (RFC 7634): 4-byte salt || IV.
+        ChaCha { salt: [u8; 4] },
+    }
+
+    struct MbEsp {
+        suite: Suite,
+        esn: bool,
+        mode: Mode,
+        cipher: i32,
+        hash: i32,
+        key_bytes: u64,
+        keys: Box<KeyStore>,
+    }
+
+    /// The shim's cipher and hash for `suite`, or `None` where the library has no
+    /// multi-buffer path for it.
+    fn library_ids(suite: Suite) -> Option<(i32, i32)> {
+        let hash = match suite.integ {
+            Integrity::HmacSha1_96 => H_SHA1,
+            Integrity::HmacSha256_128 => H_SHA256,
+            Integrity::HmacSha384_192 => H_SHA384,
+            Integrity::HmacSha512_256 => H_SHA512,
+            Integrity::HmacMd5_96 => H_MD5,
+            Integrity::AesXcbc96 => H_XCBC,
+            Integrity::None | Integrity::AesGmac { .. } => H_NULL,
+        };
+        match suite.enc {
+            Encryption::Null | Encryption::AesCbc { .. } | Encryption::AesCtr { .. }
+                if hash == H_NULL =>
+            {
+                None
+            }
+            Encryption::Null => Some((C_NULL, hash)),
+            Encryption::AesCbc { .. } => Some((C_CBC, hash)),
+            Encryption::AesCtr { .. } => Some((C_CTR, hash)),
+            // intel-ipsec-mb 1.3 has CCM for 128- and 256-bit keys only.
+            Encryption::AesCcm { key_len, .. } if key_len != 24 => Some((C_CCM, H_CCM)),
+            Encryption::ChaCha20Poly1305 => Some((C_CHACHA, H_CHACHA)),
+            _ => None,
+        }
+    }
+
+    /// The multi-buffer transform for `suite`, or `None` where the library has none (the
+    /// caller then builds the portable one). Key lengths were checked by the caller.
+    pub(crate) fn multi_buffer_esp_key(
+        suite: Suite,
+        enc_key: &[u8],
+        auth_key: &[u8],
+        esn: bool,
+    ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
+        let (cipher, hash) = library_ids(suite)?;
+        Some(build(suite, cipher, hash, enc_key, auth_key, esn))
+    }
+
+    fn build(
+        suite: Suite,
+        cipher: i32,
+        hash: i32,
+        enc_key: &[u8],
+        auth_key: &[u8],
+        esn: bool,
+    ) -> Result<Arc<dyn EspKey>, CryptoError> {
+        let mut keys = Box::new(KeyStore {
+            enc: [0; 256],
+            dec: [0; 256],
+            ipad: [0; 64],
+            opad: [0; 64],
+            k1: [0; 256],
+            k2: [0; 16],
+            k3: [0; 16],
+        });
+        let salt_at = |off: usize| {
+            let mut s = [0u8; 4];
+            let n = enc_key.len() - off;
+            s[..n.min(4)].copy_from_slice(&enc_key[off..off + n.min(4)]);
+            s
+        };
+        let (mode, aes_key): (Mode, &[u8]) = match suite.enc {
+            Encryption::AesCtr { key_len } => (
+                Mode::EncryptThenMac {
+                    ctr_nonce: salt_at(key_len),
+                },
+                &enc_key[..key_len],
+            ),
+            Encryption::AesCbc { key_len } => (
+                Mode::EncryptThenMac { ctr_nonce: [0; 4] },
+                &enc_key[..key_len],
+            ),
+            Encryption::AesCcm { key_len, .. } => {
+                let s = salt_at(key_len);
+                (
+                    Mode::Ccm {
+                        salt: [s[0], s[1], s[2]],
+                    },
+                    &enc_key[..key_len],
+                )
+            }
+            Encryption::ChaCha20Poly1305 => {
+                keys.enc[..32].copy_from_slice(&enc_key[..32]);
+                keys.dec[..32].copy_from_slice(&enc_key[..32]);
+                (Mode::ChaCha { salt: salt_at(32) }, &[])
+            }
+            _ => (Mode::EncryptThenMac { ctr_nonce: [0; 4] }, &[]),
+        };
+        let key_bytes = match suite.enc {
+            Encryption::ChaCha20Poly1305 => 32,
+            _ => aes_key.len() as u64,
+        };
+        let ks = &mut *keys;
+        let rc = with_mgr(|m| {
+            let mut rc = 0;
+            if !aes_key.is_empty() {
+                // SAFETY: m is this thread's live manager; aes_key has key_bytes (16, 24
+                // or 32) readable bytes; enc and dec have room for a 240-byte schedule.
+                rc |= unsafe {
+                    espgw_mb_aes_keyexp(
+                        m,
+                        aes_key.len() as u32,
+                        aes_key.as_ptr(),
+                        ks.enc.as_mut_ptr(),
+                        ks.dec.as_mut_ptr(),
+                    )
+                };
+            }
+            match hash {
+                H_XCBC if auth_key.len() == 16 => {
+                    // SAFETY: a 16-byte key; k1 has room for 176 bytes, k2 and k3 for 16.
+                    unsafe {
+                        espgw_mb_xcbc_keyexp(
+                            m,
+                            auth_key.as_ptr(),
+                            ks.k1.as_mut_ptr(),
+                            ks.k2.as_mut_ptr(),
+                            ks.k3.as_mut_ptr(),
+                        )
+                    }
+                }
+                H_XCBC => rc = -1,
+                H_SHA1 | H_SHA256 | H_SHA384 | H_SHA512 | H_MD5 => {
+                    // SAFETY: auth_key's bytes are readable; ipad and opad hold the
+                    // largest state (SHA-512, 64 bytes); the shim refuses keys longer
+                    // than the hash's block.
+                    rc |= unsafe {
+                        espgw_mb_hmac_precompute(
+                            m,
+                            hash,
+                            auth_key.as_ptr(),
+                            auth_key.len() as u32,
+                            ks.ipad.as_mut_ptr(),
+                            ks.opad.as_mut_ptr(),
+                        )
+                    }
+                }
+                _ => {}
+            }
+            rc
+        })
+        .ok_or_else(|| CryptoError::Backend("no intel-ipsec-mb manager".into()))?;
+        if rc != 0 {
+            return Err(CryptoError::Backend(format!(
+                "intel-ipsec-mb key preparation failed for {suite}"
+            )));
+        }
+        Ok(Arc::new(MbEsp {
+            suite,
+            esn,
+            mode,
+            cipher,
+            hash,
+            key_bytes,
+            keys,
+        }))
+    }
+
+    /// Per-thread scratch reused by every call (no allocation per burst once grown).
+    #[derive(Default)]
+    struct Scratch {
+        ops: Vec<RawOp>,
+        /// `ops[j]` belongs to the caller's op `index[j]`.
+        index: Vec<usize>,
+        /// CBC IVs of a burst, drawn in one call.
+        ivs: Vec<u8>,
+    }
+
+    thread_local! {
+        static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    }
+
+    fn raw_op(buf: *mut u8) -> RawOp {
+        RawOp {
+            buf,
+            cipher_off: 0,
+            cipher_len: 0,
+            hash_off: 0,
+            hash_len: 0,
+            iv: [0; 16],
+            iv_len: 0,
+            aad: [0; 16],
+            aad_len: 0,
+            tag: [0; 64],
+            expect: [0; 32],
+            status: -1,
+        }
+    }
+
+    impl MbEsp {
+        fn raw_sa(&self) -> RawSa {
+            let k = &*self.keys;
+            RawSa {
+                cipher: self.cipher,
+                hash: self.hash,
+                key_bytes: self.key_bytes,
+                enc_keys: k.enc.as_ptr(),
+                dec_keys: k.dec.as_ptr(),
+                ipad: k.ipad.as_ptr(),
+                opad: k.opad.as_ptr(),
+                k1: k.k1.as_ptr(),
+                k2: k.k2.as_ptr(),
+                k3: k.k3.as_ptr(),
+                // The ICV: for every suite here one of the library's (truncated) lengths.
+                tag_len: self.suite.icv_len() as u64,
+            }
+        }
+
+        fn min_len(&self) -> usize {
+            ESP_HEADER_LEN + self.suite.iv_len() + self.suite.icv_len()
+        }
+
+        /// Runs `what` over every op in `ops`; on return each op's status says whether
+        /// the library completed it.
+        fn run(&self, what: c_int, ops: &mut [RawOp]) {
+            if ops.is_empty() {
+                return;
+            }
+            let sa = self.raw_sa();
+            let done = with_mgr(|m| {
+                // SAFETY: m is this thread's live manager; sa points into self.keys, alive
+                // and unchanged for the call; every op's buf points at the start of a
+                // distinct ESP packet exclusively borrowed by the caller for this call,
+                // and its offsets and lengths were computed from that packet's length
+                // (cipher and hash ranges, and for ESN the 4 bytes after the hashed text,
+                // inside the ICV's room); iv, aad and tag are arrays inside the op.
+                unsafe { espgw_mb_esp(m, &sa, what, ops.as_mut_ptr(), ops.len() as u32) };
+            });
+            if done.is_none() {
+                // No manager on this thread: nothing ran, every op stays failed.
+                for op in ops.iter_mut() {
+                    op.status = -1;
+                }
+            }
+        }
+
+        /// The cipher's IV or nonce as the library takes it, from the packet's IV.
+        fn library_iv(&self, op: &mut RawOp, packet_iv: &[u8]) {
+            match self.mode {
+                Mode::EncryptThenMac { ctr_nonce } => match self.suite.enc {
+                    // RFC 3686 §4: nonce || IV; the library appends the block counter 1.
+                    Encryption::AesCtr { .. } => {
+                        op.iv[..4].copy_from_slice(&ctr_nonce);
+                        op.iv[4..12].copy_from_slice(packet_iv);
+                        op.iv_len = 12;
+                    }
+                    Encryption::AesCbc { .. } => {
+                        op.iv.copy_from_slice(packet_iv);
+                        op.iv_len = 16;
+                    }
+                    _ => op.iv_len = 0,
+                },
+                Mode::Ccm { salt } => {
+                    op.iv[..3].copy_from_slice(&salt);
+                    op.iv[3..11].copy_from_slice(packet_iv);
+                    op.iv_len = 11;
+                }
+                Mode::ChaCha { salt } => {
+                    op.iv[..4].copy_from_slice(&salt);
+                    op.iv[4..12].copy_from_slice(packet_iv);
+                    op.iv_len = 12;
+                }
+            }
+        }
+
+        fn is_combined(&self) -> bool {
+            !matches!(self.mode, Mode::EncryptThenMac { .. })
+        }
+
+        /// Lays out one packet's op: cipher range after the IV, hash range (the whole
+        /// packet up to the ICV for encrypt-then-MAC, plus the high sequence bits with
+        /// ESN, written into the ICV's room; the text for combined modes, with the AAD
+        /// apart). Returns `None` for a packet whose text does not fit the cipher.
+        fn layout(&self, esp: &mut [u8], seq: u64) -> Option<RawOp> {
+            let iv_len = self.suite.iv_len();
+            let text_end = esp.len() - self.suite.icv_len();
+            let cipher_off = ESP_HEADER_LEN + iv_len;
+            let cipher_len = text_end - cipher_off;
+            // CBC works on whole blocks: a text that is not is malformed (the sender's
+            // padding is wrong), and the library would refuse it anyway.
+            if matches!(self.suite.enc, Encryption::AesCbc { .. }) && !cipher_len.is_multiple_of(16)
+            {
+                return None;
+            }
+            let mut op = raw_op(esp.as_mut_ptr());
+            op.cipher_off = cipher_off as u64;
+            op.cipher_len = cipher_len as u64;
+            self.library_iv(&mut op, &esp[ESP_HEADER_LEN..cipher_off]);
+            if self.is_combined() {
+                let (aad, aad_len) = aead_aad(esp, seq, self.esn);
+                op.aad[..12].copy_from_slice(&aad);
+                op.aad_len = aad_len as u64;
+                op.hash_off = cipher_off as u64;
+                op.hash_len = cipher_len as u64;
+            } else {
+                op.hash_len = text_end as u64;
+                if self.esn {
+                    // RFC 4303 §2.2.1: the ICV also covers the high sequence bits, which
+                    // are not sent; they go where the ICV will be, for the hash to run
+                    // over one contiguous range.
+                    esp[text_end..text_end + 4]
+                        .copy_from_slice(&((seq >> 32) as u32).to_be_bytes());
+                    op.hash_len += 4;
+                }
+            }
+            Some(op)
+        }
+
+        /// Writes the packet's IV: the sequence number for counter modes, the next
+        /// 16 bytes of `cbc_ivs` for CBC.
+        fn write_iv(&self, esp: &mut [u8], seq: u64, cbc_iv: &[u8]) {
+            let iv = &mut esp[ESP_HEADER_LEN..ESP_HEADER_LEN + self.suite.iv_len()];
+            match self.suite.enc {
+                Encryption::AesCbc { .. } => iv.copy_from_slice(cbc_iv),
+                Encryption::Null => {}
+                // RFC 3686 §3, RFC 4309 §3.1, RFC 7634 §2: unique per key; the sequence
+                // number is.
+                _ => iv.copy_from_slice(&seq.to_be_bytes()),
+            }
+        }
+
+        fn seal(&self, ops: &mut [EspOp<'_>], given_ivs: Option<&[[u8; 16]]>) {
+            let min = self.min_len();
+            let icv = self.suite.icv_len();
+            let cbc = matches!(self.suite.enc, Encryption::AesCbc { .. });
+            SCRATCH.with(|cell| {
+                let s = &mut *cell.borrow_mut();
+                s.ops.clear();
+                s.index.clear();
+                if cbc {
+                    // RFC 3602 §2: unpredictable IVs, from the CSPRNG (ChaCha12 reseeded
+                    // from the OS), one draw for the whole burst.
+                    s.ivs.resize(ops.len() * 16, 0);
+                    match given_ivs {
+                        Some(v) => {
+                            for (dst, src) in s.ivs.chunks_mut(16).zip(v) {
+                                dst.copy_from_slice(src);
+                            }
+                        }
+                        None => rand::thread_rng().fill_bytes(&mut s.ivs),
+                    }
+                }
+                for (i, op) in ops.iter_mut().enumerate() {
+                    if op.esp.len() < min {
+                        continue;
+                    }
+                    let cbc_iv = if cbc {
+                        &s.ivs[i * 16..i * 16 + 16]
+                    } else {
+                        &[][..]
+                    };
+                    self.write_iv(op.esp, op.seq, cbc_iv);
+                    match self.layout(op.esp, op.seq) {
+                        Some(raw) => {
+                            s.ops.push(raw);
+                            s.index.push(i);
+                        }
+                        // A seal that cannot run must not leave plaintext behind a zero
+                        // ICV: the text is wiped and the peer drops the packet.
+                        None => op.esp[ESP_HEADER_LEN + self.suite.iv_len()..].fill(0),
+                    }
+                }
+                self.run(SEAL, &mut s.ops);
+                for (raw, &i) in s.ops.iter().zip(&s.index) {
+                    let esp = &mut *ops[i].esp;
+                    let text_end = esp.len() - icv;
+                    if raw.status == 0 {
+                        esp[text_end..].copy_from_slice(&raw.tag[..icv]);
+                    } else {
+                        esp[ESP_HEADER_LEN + self.suite.iv_len()..].fill(0);
+                    }
+                }
+            });
+        }
+
+        fn open(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+            let min = self.min_len();
+            let icv = self.suite.icv_len();
+            for o in ok.iter_mut() {
+                *o = false;
+            }
+            SCRATCH.with(|cell| {
+                let s = &mut *cell.borrow_mut();
+                s.ops.clear();
+                s.index.clear();
+                for (i, op) in ops.iter_mut().enumerate().take(ok.len()) {
+                    if op.esp.len() < min {
+                        continue;
+                    }
+                    let text_end = op.esp.len() - icv;
+                    let mut expect = [0u8; 32];
+                    expect[..icv].copy_from_slice(&op.esp[text_end..]);
+                    if let Some(mut raw) = self.layout(op.esp, op.seq) {
+                        raw.expect = expect;
+                        s.ops.push(raw);
+                        s.index.push(i);
+                    }
+                }
+                if self.is_combined() {
+                    self.run(OPEN_AEAD, &mut s.ops);
+                    self.settle(ops, ok, s);
+                } else {
+                    // Authenticate before decrypting: the ICVs alone first.
+                    self.run(HASH_ONLY, &mut s.ops);
+                    self.settle(ops, ok, s);
+                    if self.cipher != C_NULL {
+                        self.decrypt_authentic(ok, s);
+                    }
+                }
+            });
+            let text_start = ESP_HEADER_LEN + self.suite.iv_len();
+            for (op, ok) in ops.iter_mut().zip(ok.iter()) {
+                if !*ok {
+                    let start = text_start.min(op.esp.len());
+                    op.esp[start..].fill(0);
+                }
+            }
+        }
+
+        /// Sets `ok` from each completed op's tag (constant-time compare), and puts the
+        /// received ICV back where ESN's high bits were written.
+        fn settle(&self, ops: &mut [EspOp<'_>], ok: &mut [bool], s: &mut Scratch) {
+            let icv = self.suite.icv_len();
+            for (raw, &i) in s.ops.iter().zip(&s.index) {
+                let esp = &mut *ops[i].esp;
+                let text_end = esp.len() - icv;
+                esp[text_end..].copy_from_slice(&raw.expect[..icv]);
+                ok[i] = raw.status == 0 && ct_eq(&raw.tag[..icv], &raw.expect[..icv]);
+            }
+        }
+
+        /// The second pass of encrypt-then-MAC: cipher-only jobs for the packets whose
+        /// ICV was good; a job the library does not complete turns its packet bad.
+        fn decrypt_authentic(&self, ok: &mut [bool], s: &mut Scratch) {
+            let mut kept = 0;
+            for j in 0..s.ops.len() {
+                if ok[s.index[j]] {
+                    s.ops.swap(kept, j);
+                    s.index.swap(kept, j);
+                    kept += 1;
+                }
+            }
+            s.ops.truncate(kept);
+            s.index.truncate(kept);
+            self.run(DECRYPT_ONLY, &mut s.ops);
+            for (raw, &i) in s.ops.iter().zip(&s.index) {
+                if raw.status != 0 {
+                    ok[i] = false;
+                }
+            }
+        }
+    }
+
+    impl EspKey for MbEsp {
+        fn suite(&self) -> Suite {
+            self.suite
+        }
+
+        fn seal_burst(&self, ops: &mut [EspOp<'_>]) {
+            self.seal(ops, None);
+        }
+
+        fn seal_burst_ivs(&self, ops: &mut [EspOp<'_>], cbc_ivs: &[[u8; 16]]) {
+            if cbc_ivs.len() < ops.len() {
+                self.seal(ops, None);
+            } else {
+                self.seal(ops, Some(cbc_ivs));
+            }
+        }
+
+        fn open_burst(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+            self.open(ops, ok);
+        }
+    }
+}

@@ -159,7 +159,10 @@ struct RunArgs {
     /// Pin worker N to core N.
     #[arg(long)]
     pin: bool,
-    /// How AF_PACKET spreads a port's traffic over workers.
+    /// How a port's traffic is spread over workers: hash (a flow stays on one worker;
+    /// AF_PACKET fanout or AF_XDP queues), round-robin (AF_PACKET: one flow over every
+    /// worker, interleaved), ordered (one socket per port read by the workers in turn:
+    /// one SA over every worker, in arrival order).
     #[arg(long, value_enum, default_value = "hash")]
     fanout: live::FanoutArg,
     /// Frames per ring (AF_PACKET receive and transmit rings; AF_XDP UMEM).

@@ -35,7 +35,7 @@ use worker::Worker;
 pub use error::GatewayError;
 
 pub use ports::ensure_bpffs;
-use ports::{open_ports, PortSet};
+use ports::open_ports;
 
 /// Which packet I/O back-end the ports use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,8 +59,12 @@ pub enum XdpModeArg {
 pub enum FanoutArg {
     /// By flow hash: a flow stays on one worker.
     Hash,
-    /// Round robin: one flow (and one SA) spread over every worker.
+    /// Round robin: one flow (and one SA) spread over every worker, interleaved on the
+    /// wire (packets may leave out of order).
     RoundRobin,
+    /// One socket per port that the workers read in turn: one SA spread over every
+    /// worker, sequence numbers, replay windows and transmit in arrival order.
+    Ordered,
 }
 
 pub struct RunOptions {
@@ -389,7 +393,7 @@ fn open_keying(
 fn spawn_threads(
     opts: &RunOptions,
     shared: &Arc<Shared>,
-    set: PortSet,
+    set: ports::Sockets,
     control: control::Server,
     metrics_listener: Option<std::net::TcpListener>,
     mut signals: signal_hook::iterator::Signals,
@@ -411,8 +415,11 @@ fn spawn_threads(
     } else {
         Vec::new()
     };
-    for (id, ports) in set.into_iter().enumerate() {
-        let w = Worker::new(id, shared.clone(), ports);
+    for (id, (ports, order)) in ports::per_worker(set, shared.workers())
+        .into_iter()
+        .enumerate()
+    {
+        let w = Worker::new(id, shared.clone(), ports, order);
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
         handles.push(spawn(
             format!("espgw-worker-{id}"),

@@ -1,7 +1,10 @@
 //! Opening the configured ports: AF_XDP (one socket per worker and receive queue) where it
-//! loads, else AF_PACKET, and TUN; bpffs mounted for AF_XDP's pinned objects.
+//! loads, else AF_PACKET, and TUN; bpffs mounted for AF_XDP's pinned objects. With
+//! `--fanout ordered`, one socket per port that every worker shares.
 
+use super::worker::{SharedSocket, WorkerPort};
 use super::*;
+use espgw_core::order::BurstOrder;
 
 /// Makes sure a BPF filesystem is mounted where libxdp keeps its pinned programs
 /// (`ip netns exec` gives each namespace a fresh /sys without it).
@@ -31,19 +34,24 @@ pub(super) fn rx_queues(ifname: &str) -> usize {
 
 pub(super) type PortSet = Vec<Vec<Option<Box<dyn Port + Send>>>>;
 
+fn xdp_mode(mode: XdpModeArg) -> espgw_io::af_xdp::XdpMode {
+    use espgw_io::af_xdp::XdpMode;
+    match mode {
+        XdpModeArg::Auto => XdpMode::Auto,
+        XdpModeArg::Copy => XdpMode::Copy,
+        XdpModeArg::Generic => XdpMode::Generic,
+    }
+}
+
 pub(super) fn open_xdp(
     facts: &[PortFacts],
     workers: usize,
     mode: XdpModeArg,
     frames: usize,
 ) -> Result<PortSet, String> {
-    use espgw_io::af_xdp::{AfXdpPort, XdpMode};
+    use espgw_io::af_xdp::AfXdpPort;
     ensure_bpffs();
-    let mode = match mode {
-        XdpModeArg::Auto => XdpMode::Auto,
-        XdpModeArg::Copy => XdpMode::Copy,
-        XdpModeArg::Generic => XdpMode::Generic,
-    };
+    let mode = xdp_mode(mode);
     for f in facts.iter().filter(|f| !f.tun) {
         let q = rx_queues(&f.interface);
         if q < workers {
@@ -79,6 +87,8 @@ pub(super) fn open_packet(
     let mode = match fanout {
         FanoutArg::Hash => Fanout::Hash,
         FanoutArg::RoundRobin => Fanout::RoundRobin,
+        // One socket per port (opened for one worker): no fanout group.
+        FanoutArg::Ordered => Fanout::Hash,
     };
     // Fanout group ids are per network namespace; make them unique per process.
     let base = (std::process::id() as u16).wrapping_mul(16);
@@ -100,20 +110,42 @@ pub(super) fn open_packet(
     Ok(set)
 }
 
-/// Opens every worker's sockets; TUN ports are served by worker 0 alone.
+/// The sockets the workers use.
+pub(super) enum Sockets {
+    /// Each worker its own socket of each port (`[worker][port]`).
+    PerWorker(PortSet),
+    /// The ordered spread: for each port its sockets (AF_XDP: one per receive queue;
+    /// AF_PACKET and TUN: one), every worker sharing them.
+    Shared(Vec<Vec<Box<dyn Port + Send>>>),
+}
+
+/// Opens the sockets: each worker's own (TUN ports served by worker 0 alone), or with the
+/// ordered spread one shared set.
 pub(super) fn open_ports(
     opts: &RunOptions,
     facts: &mut [PortFacts],
     workers: usize,
-) -> Result<PortSet, String> {
+) -> Result<Sockets, String> {
+    let ordered = opts.fanout == FanoutArg::Ordered;
+    let xdp = |facts: &[PortFacts]| {
+        if ordered {
+            open_xdp_every_queue(facts, opts.xdp_mode, opts.ring_frames)
+        } else {
+            open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames)
+        }
+    };
+    let packet = |facts: &[PortFacts]| {
+        let workers = if ordered { 1 } else { workers };
+        open_packet(facts, workers, opts.fanout, opts.ring_frames)
+    };
     let mut set = match opts.io {
-        IoChoice::AfXdp => open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames)?,
-        IoChoice::AfPacket => open_packet(facts, workers, opts.fanout, opts.ring_frames)?,
-        IoChoice::Auto => match open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames) {
+        IoChoice::AfXdp => xdp(facts)?,
+        IoChoice::AfPacket => packet(facts)?,
+        IoChoice::Auto => match xdp(facts) {
             Ok(s) => s,
             Err(e) => {
                 crate::warn!("af_xdp_unavailable", "error" => e, "fallback" => "af_packet");
-                open_packet(facts, workers, opts.fanout, opts.ring_frames)?
+                packet(facts)?
             }
         },
     };
@@ -129,5 +161,102 @@ pub(super) fn open_ports(
             f.kind = p.kind();
         }
     }
+    if !ordered {
+        return Ok(Sockets::PerWorker(set));
+    }
+    // [queue][port] -> [port][queue].
+    let mut per_port: Vec<Vec<Box<dyn Port + Send>>> = facts.iter().map(|_| Vec::new()).collect();
+    for row in set {
+        for (i, p) in row.into_iter().enumerate() {
+            if let (Some(p), Some(list)) = (p, per_port.get_mut(i)) {
+                list.push(p);
+            }
+        }
+    }
+    Ok(Sockets::Shared(per_port))
+}
+
+/// The ordered spread over AF_XDP: a socket on every receive queue of every interface
+/// (`[queue][port]`, `None` where an interface has fewer queues), so that no queue's
+/// traffic goes unread whatever the sender's queue.
+fn open_xdp_every_queue(
+    facts: &[PortFacts],
+    mode: XdpModeArg,
+    frames: usize,
+) -> Result<PortSet, String> {
+    let queues = facts
+        .iter()
+        .filter(|f| !f.tun)
+        .map(|f| rx_queues(&f.interface))
+        .max()
+        .unwrap_or(1);
+    let mut set = open_xdp(facts, 1, mode, frames)?;
+    for q in 1..queues {
+        use espgw_io::af_xdp::AfXdpPort;
+        let mut row: Vec<Option<Box<dyn Port + Send>>> = Vec::new();
+        for f in facts {
+            if f.tun || rx_queues(&f.interface) <= q {
+                row.push(None);
+                continue;
+            }
+            let p = AfXdpPort::open(
+                &f.interface,
+                q as u32,
+                xdp_mode(mode),
+                frames.max(256) as u32,
+            )
+            .map_err(|e| e.to_string())?;
+            row.push(Some(Box::new(p)));
+        }
+        set.push(row);
+    }
     Ok(set)
+}
+
+/// One worker's share: its access to each port, and the order of its bursts (ordered
+/// spread only).
+pub(super) type WorkerShare = (Vec<Option<WorkerPort>>, Option<Arc<BurstOrder>>);
+
+/// Hands the sockets to `workers` workers: each its own set, or with the ordered spread
+/// every worker the same shared sockets, with the order of their bursts.
+pub(super) fn per_worker(sockets: Sockets, workers: usize) -> Vec<WorkerShare> {
+    let per_port = match sockets {
+        Sockets::PerWorker(set) => {
+            return set
+                .into_iter()
+                .map(|ports| {
+                    (
+                        ports.into_iter().map(|p| p.map(WorkerPort::Own)).collect(),
+                        None,
+                    )
+                })
+                .collect();
+        }
+        Sockets::Shared(per_port) => per_port,
+    };
+    let shared: Vec<Vec<SharedSocket>> = per_port
+        .into_iter()
+        .map(|list| {
+            list.into_iter()
+                .map(|p| Arc::new(std::sync::Mutex::new(p)))
+                .collect()
+        })
+        .collect();
+    let order = Arc::new(BurstOrder::default());
+    (0..workers)
+        .map(|id| {
+            let ports = shared
+                .iter()
+                .map(|sockets| {
+                    (!sockets.is_empty()).then(|| WorkerPort::Shared {
+                        sockets: sockets.clone(),
+                        // Workers start on different queues.
+                        next: id % sockets.len(),
+                        report_stats: id == 0,
+                    })
+                })
+                .collect();
+            (ports, Some(order.clone()))
+        })
+        .collect()
 }

@@ -98,6 +98,11 @@ impl Shared {
         }
     }
 
+    /// How many workers report here (one report each).
+    pub fn workers(&self) -> usize {
+        self.reports.len()
+    }
+
     pub fn tables(&self) -> Arc<Tables> {
         self.tables
             .read()

@@ -2,16 +2,128 @@
 //! [`Node`] (the whole packet path, sans I/O), transmit what the node queued — on its own
 //! thread. Idle workers sleep in poll(2) instead of spinning, since the test bed shares
 //! two cores between generator, gateways and receiver.
+//!
+//! Two ways to spread a port's traffic over workers:
+//!
+//! - each worker has its own socket of the port (an AF_XDP queue, an AF_PACKET fanout
+//!   member): the kernel decides which worker sees which packet, by flow hash or round
+//!   robin, and the workers never wait for each other;
+//! - `--fanout ordered`: one socket per port that every worker reads in turn
+//!   ([`WorkerPort::Shared`]). A burst takes a ticket, its place in arrival order, while
+//!   the worker still holds the socket; the pipeline reserves sequence numbers (outbound)
+//!   and updates replay windows (inbound) in ticket order, and the burst is transmitted in
+//!   ticket order; everything else (encapsulation, crypto, routing) runs in parallel. So
+//!   one SA is spread over every worker and its packets leave in the order they came
+//!   (`espgw_core::order`).
 
-use std::sync::Arc;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use espgw_core::packet::Packet;
+use espgw_core::order::BurstOrder;
+use espgw_core::packet::{Packet, PacketPool};
 use espgw_core::{Node, Transmit};
 use espgw_io::poll::wait_readable;
+use espgw_io::port::PortStats;
 use espgw_io::Port;
 
 use super::shared::Shared;
+
+/// A socket every worker of an ordered spread uses, one at a time.
+pub type SharedSocket = Arc<Mutex<Box<dyn Port + Send>>>;
+
+/// A worker's access to one port.
+pub enum WorkerPort {
+    /// This worker's own socket (a queue or fanout member of the port).
+    Own(Box<dyn Port + Send>),
+    /// The port's sockets (one per receive queue), shared by every worker (ordered
+    /// spread). `next`: the socket this worker tries first next time (taken in turn, so
+    /// that no queue waits behind a busy one); frames are sent on the first, so that they
+    /// leave in the order they are handed over. `report_stats`: whether this worker
+    /// reports the sockets' counters (one worker does, or totals would count them once
+    /// per worker).
+    Shared {
+        sockets: Vec<SharedSocket>,
+        next: usize,
+        report_stats: bool,
+    },
+}
+
+fn lock(socket: &SharedSocket) -> MutexGuard<'_, Box<dyn Port + Send>> {
+    // A worker that panicked holding the socket left it usable: the socket's state is the
+    // kernel's, not half-written Rust data.
+    socket.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WorkerPort {
+    fn poll_fds(&mut self) -> Vec<std::os::fd::RawFd> {
+        match self {
+            WorkerPort::Own(p) => p.poll_fd().into_iter().collect(),
+            WorkerPort::Shared { sockets, .. } => {
+                sockets.iter().filter_map(|s| lock(s).poll_fd()).collect()
+            }
+        }
+    }
+
+    fn stats(&mut self) -> PortStats {
+        match self {
+            WorkerPort::Own(p) => p.stats(),
+            WorkerPort::Shared {
+                report_stats: false,
+                ..
+            } => PortStats::default(),
+            WorkerPort::Shared { sockets, .. } => {
+                let mut total = PortStats::default();
+                for s in sockets.iter() {
+                    total.add(&lock(s).stats());
+                }
+                total
+            }
+        }
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
+        match self {
+            WorkerPort::Own(p) => p.tx_burst(pkts, pool),
+            WorkerPort::Shared { sockets, .. } => match sockets.first() {
+                Some(s) => lock(s).tx_burst(pkts, pool),
+                None => Ok(0),
+            },
+        }
+    }
+
+    /// Receives a burst; from shared sockets also takes the burst's ticket from `order`
+    /// (while the socket is still held, so tickets follow the order bursts left it).
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+        order: Option<&BurstOrder>,
+    ) -> (io::Result<usize>, Option<u64>) {
+        match self {
+            WorkerPort::Own(p) => (p.rx_burst(pool, out, max), None),
+            WorkerPort::Shared { sockets, next, .. } => {
+                let n = sockets.len();
+                for k in 0..n {
+                    let i = (*next + k) % n;
+                    let mut socket = lock(&sockets[i]);
+                    match socket.rx_burst(pool, out, max) {
+                        Ok(0) => continue,
+                        Ok(got) => {
+                            let ticket = order.map(BurstOrder::ticket);
+                            drop(socket);
+                            *next = (i + 1) % n;
+                            return (Ok(got), ticket);
+                        }
+                        Err(e) => return (Err(e), None),
+                    }
+                }
+                (Ok(0), None)
+            }
+        }
+    }
+}
 
 /// Empty polls in a row before a worker sleeps.
 const SPIN_BEFORE_SLEEP: u32 = 64;
@@ -22,25 +134,36 @@ const HOUSEKEEPING: Duration = Duration::from_millis(50);
 pub struct Worker {
     pub id: usize,
     shared: Arc<Shared>,
-    ports: Vec<Option<Box<dyn Port + Send>>>,
+    ports: Vec<Option<WorkerPort>>,
     node: Node,
     rx: Vec<Packet>,
     tx: Transmit,
+    /// With shared sockets: the arrival order of their bursts.
+    order: Option<Arc<BurstOrder>>,
 }
 
 impl Worker {
-    /// `ports[i]` is this worker's socket of port `i` (`None`: another worker serves it).
-    pub fn new(id: usize, shared: Arc<Shared>, ports: Vec<Option<Box<dyn Port + Send>>>) -> Self {
+    /// `ports[i]` is this worker's access to port `i` (`None`: another worker serves it);
+    /// `order`: the ordered spread's state, shared by every worker (with shared sockets).
+    pub fn new(
+        id: usize,
+        shared: Arc<Shared>,
+        ports: Vec<Option<WorkerPort>>,
+        order: Option<Arc<BurstOrder>>,
+    ) -> Self {
         let t = shared.tables();
         let burst = t.burst;
         let links = ports.iter().map(Option::is_some).collect();
+        let mut node = Node::new(t, shared.neighbours.clone(), links);
+        node.set_order(order.as_ref().map(|o| o.pipeline.clone()));
         Worker {
             id,
-            node: Node::new(t, shared.neighbours.clone(), links),
+            node,
             tx: Transmit::new(ports.len(), burst),
             shared,
             ports,
             rx: Vec::with_capacity(burst),
+            order,
         }
     }
 
@@ -50,8 +173,9 @@ impl Worker {
         let mut last_house = Instant::now();
         let fds: Vec<_> = self
             .ports
-            .iter()
-            .filter_map(|p| p.as_ref().and_then(|p| p.poll_fd()))
+            .iter_mut()
+            .filter_map(|p| p.as_mut())
+            .flat_map(|p| p.poll_fds())
             .collect();
         while !self.shared.stopping() {
             let g = self.shared.generation();
@@ -84,23 +208,39 @@ impl Worker {
         self.publish();
     }
 
-    /// One burst from `port` through the node; returns how many packets it had.
+    /// One burst from `port` through the node; returns how many packets it had. From a
+    /// shared socket the burst is ticketed and transmitted in ticket order.
     fn poll_port(&mut self, port: usize) -> usize {
         let burst = self.node.tables().burst;
+        let (rx, pool) = (&mut self.rx, self.node.pool());
         let Some(p) = self.ports[port].as_mut() else {
             return 0;
         };
-        let n = match p.rx_burst(self.node.pool(), &mut self.rx, burst) {
-            Ok(n) => n,
-            Err(e) => {
-                crate::warn!("rx_error", "worker" => self.id, "port" => port, "error" => e);
-                0
+        let (got, ticket) = p.rx_burst(pool, rx, burst, self.order.as_deref());
+        let n = got.unwrap_or_else(|e| {
+            crate::warn!("rx_error", "worker" => self.id, "port" => port, "error" => e);
+            0
+        });
+        if n == 0 {
+            return 0;
+        }
+        if let Some(t) = ticket {
+            self.node.set_ticket(t);
+        }
+        let now = Instant::now();
+        self.node
+            .receive(port as u16, &mut self.rx, now, &mut self.tx);
+        if let Some(t) = ticket {
+            // In arrival order: this burst's frames go out after every earlier burst's.
+            // (The order is taken out and put back, not cloned: a clone per burst would
+            // bounce its shared count between the workers' cores.)
+            let order = self.order.take();
+            if let Some(o) = &order {
+                o.transmit.wait(t);
+                self.flush();
+                o.transmit.pass(t);
             }
-        };
-        if n > 0 {
-            let now = Instant::now();
-            self.node
-                .receive(port as u16, &mut self.rx, now, &mut self.tx);
+            self.order = order;
         }
         n
     }

@@ -54,7 +54,8 @@ pub struct UpArgs {
     pub io: espgw::IoChoice,
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
-    /// How AF_PACKET spreads traffic over workers.
+    /// How the gateways spread a port's traffic over workers: hash, round-robin
+    /// (AF_PACKET), ordered (one SA over every worker, in arrival order).
     #[arg(long, value_enum, default_value = "hash")]
     pub fanout: espgw::FanoutArg,
     /// Gateway 1's configuration (default: the built-in one).
@@ -502,6 +503,7 @@ fn run_arguments(a: &UpArgs, g: &str, cfg_path: &Path) -> Result<Vec<String>, St
     let fanout = match a.fanout {
         espgw::FanoutArg::Hash => "hash",
         espgw::FanoutArg::RoundRobin => "round-robin",
+        espgw::FanoutArg::Ordered => "ordered",
     };
     // Each `up` starts both gateways' sequence state afresh (the demonstration keys are
     // public, and both ends start together); a gateway restarted inside one test bed

@@ -112,28 +112,35 @@ def test_espgw_and_kernel_quick_profile(tmp_path):
     assert check_shot[:4] == b"\x89PNG" and len(check_shot) > 20_000
 
 
-def expected_faults(sent, drop, hold, dup):
+def expected_faults(sent, drop, hold, dup, flows=1):
     """What the stand-in does to sequence numbers 0..sent-1 (see standin.rs)."""
     dropped = [s for s in range(sent) if s % drop == drop - 1]
     dset = set(dropped)
     dups = [s for s in range(sent) if s % dup == dup - 1 and s not in dset]
     holds = [s for s in range(sent) if s % hold == hold - 2 and s not in dset]
-    # A held frame is reordered when a later frame passes before the trial ends.
-    reordered = [s for s in holds if any(t not in dset for t in range(s + 1, sent))]
+    # A held frame goes out right after the next frame that passes (if one does before the
+    # trial ends); it is reordered when that frame is of its own flow (seq mod flows).
+    def passes_own_flow(s):
+        after = next((t for t in range(s + 1, sent) if t not in dset), None)
+        return after is not None and after % flows == s % flows
+    reordered = [s for s in holds if passes_own_flow(s)]
     return len(dropped), len(dups), len(reordered)
 
 
-def test_standin_faults_are_counted_exactly(tmp_path):
+@pytest.mark.parametrize("flows", [1, 2])
+def test_standin_faults_are_counted_exactly(tmp_path, flows):
+    # Two flows: the tester counts reordering per flow, and a held frame is passed by the
+    # other flow's frame, except where that one was dropped.
     out = tmp_path / "standin"
     doc, _ = bench(out, "--dut", "standin", "--no-ceiling", "--quick", "--sizes", "128",
                    "--tests", "loss", "--max-rate", "20000", "--drop-every", "100",
-                   "--reorder-every", "50", "--duplicate-every", "70")
+                   "--reorder-every", "50", "--duplicate-every", "70", "--flows", str(flows))
     trials = doc["trials"]
     assert len(trials) >= 10, len(trials)
     exact = 0
     for t in trials:
         assert t["refused"] == 0, t
-        lost, dups, reordered = expected_faults(t["sent"], 100, 50, 70)
+        lost, dups, reordered = expected_faults(t["sent"], 100, 50, 70, flows)
         # The stand-in's faults follow sequence numbers, so the counts are arithmetic; the
         # kernel may still lose a frame of its own on a busy machine: an original (seen in
         # CI: 181 lost where the stand-in dropped 180), which can take a held frame's

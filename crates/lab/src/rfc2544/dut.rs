@@ -265,6 +265,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                     _ => testbed::Dut::Strongswan,
                 },
                 workers: a.workers,
+                fanout: a.fanout,
                 ..Default::default()
             })?;
             let pa = plan(

@@ -66,6 +66,15 @@ pub struct Flow {
     pub dst_ip: IpAddr,
     pub l4: L4,
     pub stream: u8,
+    /// Which of the stream's flows (`--flows`): the UDP/TCP source port tells them apart,
+    /// so that RSS and fanout can spread them.
+    pub flow: u8,
+}
+
+/// The UDP/TCP source port of `stream`'s flow `flow`: 49152 + 256 x stream + flow, in the
+/// dynamic range for any stream below 64.
+pub fn source_port(stream: u8, flow: u8) -> u16 {
+    49152 + (u16::from(stream) % 64) * 256 + u16::from(flow)
 }
 
 /// The smallest frame size (FCS included) that carries the record for this flow.
@@ -155,7 +164,7 @@ impl Template {
             }
             _ => unreachable!("versions checked above"),
         }
-        let sport = 49152 + u16::from(flow.stream);
+        let sport = source_port(flow.stream, flow.flow);
         let l4 = &mut b[l4_off..];
         let csum_field = match flow.l4 {
             L4::Udp => {
@@ -352,6 +361,7 @@ mod tests {
             dst_ip: d,
             l4,
             stream: 3,
+            flow: 0,
         }
     }
 

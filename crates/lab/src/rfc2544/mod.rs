@@ -105,6 +105,14 @@ pub struct Rfc2544Args {
     /// Gateway workers for the espgw DUT.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// How the espgw DUT spreads a port's traffic over its workers (`espgw run --fanout`).
+    #[arg(long, value_enum, default_value = "hash")]
+    pub fanout: espgw::FanoutArg,
+    /// Distinct flows per stream (1-64): UDP/TCP source ports 49152 + 256 x stream + flow,
+    /// taken in turn, so that RSS and fanout have something to spread. Reordering is
+    /// counted per flow.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub flows: u8,
     #[command(flatten)]
     pub standin: dut::StandinOptions,
     #[command(flatten)]
@@ -241,6 +249,8 @@ struct Bench {
     ab: Frames,
     ba: Frames,
     bidirectional: bool,
+    /// Flows per stream (the receivers count reordering per flow).
+    flows: u8,
     trial_no: u8,
     drain: Duration,
     epoch: Instant,
@@ -286,13 +296,14 @@ impl Bench {
         };
         // B counts stream 0 (A to B); A counts stream 1 (B to A) when both ways.
         let back = self.bidirectional.then(|| plan(1, &self.ba));
-        self.b.begin(t, vec![(0u8, count)], back);
+        self.b.begin(t, vec![(0u8, count)], self.flows, back);
         let expect_back = if self.bidirectional {
             vec![(1u8, count)]
         } else {
             vec![]
         };
-        self.a.begin(t, expect_back, Some(plan(0, &self.ab)));
+        self.a
+            .begin(t, expect_back, self.flows, Some(plan(0, &self.ab)));
         let mut tx = self.a.wait_tx()?;
         if self.bidirectional {
             let t2 = self.b.wait_tx()?;
@@ -326,6 +337,9 @@ impl Bench {
     }
 }
 
+/// The frames of one stream: each size's template for each of `flows` flows, and the
+/// pattern that picks one per sequence number. Flow of sequence number s: s mod `flows`
+/// (the receiver counts reordering per flow with that).
 fn templates(
     size: Size,
     proto: L4,
@@ -333,32 +347,51 @@ fn templates(
     ips: (std::net::IpAddr, std::net::IpAddr),
     v6: bool,
     stream: u8,
+    flows: u8,
 ) -> Result<Frames, String> {
+    if flows > 1 && proto == L4::Icmp {
+        return Err("--flows needs UDP or TCP frames (their source ports tell flows apart)".into());
+    }
     let dst_mac = if v6 {
         src.gateway6_mac.ok_or("no IPv6 next hop")?
     } else {
         src.gateway4_mac
     };
-    let flow = Flow {
+    let flow = |f: u8| Flow {
         src_mac: src.mac,
         dst_mac,
         src_ip: ips.0,
         dst_ip: ips.1,
         l4: proto,
         stream,
+        flow: f,
     };
+    let n = usize::from(flows.max(1));
     match size {
-        Size::Frame(n) => Ok((
-            Arc::new(vec![Template::new(&flow, n, false)?]),
-            Arc::new(vec![0]),
-        )),
-        Size::Imix => {
-            let t: Result<Vec<Template>, String> = frame::IPSEC_IMIX
-                .iter()
-                .map(|&(l3, _)| Template::new(&flow, l3, true))
+        Size::Frame(bytes) => {
+            let t: Result<Vec<Template>, String> = (0..flows.max(1))
+                .map(|f| Template::new(&flow(f), bytes, false))
                 .collect();
+            Ok((Arc::new(t?), Arc::new((0..flows.max(1)).collect())))
+        }
+        Size::Imix => {
+            // Template k * flows + f: size k of flow f. The pattern's length is a multiple of
+            // the flow count, so flow = sequence number mod flows across its wrap too.
+            let mut t = Vec::new();
+            for &(l3, _) in frame::IPSEC_IMIX.iter() {
+                for f in 0..flows.max(1) {
+                    t.push(Template::new(&flow(f), l3, true)?);
+                }
+            }
             let w: Vec<u32> = frame::IPSEC_IMIX.iter().map(|x| x.1).collect();
-            Ok((Arc::new(t?), Arc::new(frame::mix_pattern(&w, 10_000))))
+            let len = 10_000usize.div_ceil(n) * n;
+            let sizes = frame::mix_pattern(&w, len);
+            let pattern = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| (usize::from(k) * n + i % n) as u8)
+                .collect();
+            Ok((Arc::new(t), Arc::new(pattern)))
         }
     }
 }
@@ -465,4 +498,53 @@ fn mean_frame_bits(t: &[Template], pattern: &[u8]) -> f64 {
         .map(|&i| t.get(usize::from(i)).map_or(0, |t| t.frame_size()))
         .sum();
     total as f64 * 8.0 / pattern.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--flows`: each sequence number's template belongs to flow seq mod flows (what the
+    /// receiver assumes), the flows differ in their UDP source port only, and IMIX keeps
+    /// its size shares.
+    #[test]
+    fn flows_take_turns_and_differ_in_source_port() {
+        let ready = traffic::PortReady {
+            mac: [2, 0, 0, 0, 0, 1],
+            gateway4_mac: [2, 0, 0, 0, 0, 2],
+            gateway6_mac: None,
+            kind: "test",
+        };
+        let ips = (
+            "198.51.100.20".parse().unwrap(),
+            "203.0.113.20".parse().unwrap(),
+        );
+        for size in [Size::Frame(64), Size::Imix] {
+            for flows in [1u8, 3, 16, 64] {
+                let (t, pattern) = templates(size, L4::Udp, &ready, ips, false, 1, flows).unwrap();
+                let n = usize::from(flows);
+                assert_eq!(pattern.len() % n, 0);
+                let port = |i: usize| u16::from_be_bytes([t[i].bytes[34], t[i].bytes[35]]);
+                // Two passes over the pattern: the flow follows the sequence number across
+                // the wrap.
+                for seq in 0..2 * pattern.len() {
+                    let tpl = usize::from(pattern[seq % pattern.len()]);
+                    let flow = (seq % n) as u8;
+                    assert_eq!(port(tpl), frame::source_port(1, flow), "{size:?} seq {seq}");
+                }
+                let mut ports: Vec<u16> = (0..t.len()).map(port).collect();
+                ports.sort_unstable();
+                ports.dedup();
+                assert_eq!(ports.len(), n);
+            }
+        }
+        let (t, pattern) = templates(Size::Imix, L4::Udp, &ready, ips, false, 0, 4).unwrap();
+        let small = pattern
+            .iter()
+            .filter(|&&k| t[usize::from(k)].bytes.len() < 120)
+            .count();
+        let share = small as f64 / pattern.len() as f64;
+        assert!((0.55..0.65).contains(&share), "90/92-byte share {share}");
+        assert!(templates(Size::Frame(64), L4::Icmp, &ready, ips, false, 0, 2).is_err());
+    }
 }

@@ -36,14 +36,15 @@ pub(super) fn run_tests(
     } else {
         d.v4
     };
-    let ab = templates(size, a.proto, &pa.ready, (src, dst), v6, 0)?;
-    let ba = templates(size, a.proto, &pb.ready, (dst, src), v6, 1)?;
+    let ab = templates(size, a.proto, &pa.ready, (src, dst), v6, 0, a.flows)?;
+    let ba = templates(size, a.proto, &pb.ready, (dst, src), v6, 1, a.flows)?;
     let mut bench = Bench {
         a: pa,
         b: pb,
         ab,
         ba,
         bidirectional: a.bidirectional,
+        flows: a.flows,
         trial_no: 0,
         drain: p.drain,
         epoch,

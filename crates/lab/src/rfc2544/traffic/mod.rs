@@ -119,22 +119,25 @@ impl RxReport {
 }
 
 /// Counts one stream: a bit per sequence number finds duplicates; a frame with a
-/// sequence number below the highest seen is reordered (RFC 4737's definition).
+/// sequence number below the highest seen of its flow is reordered (RFC 4737's
+/// definition, per flow: packets of different flows may pass each other, as RSS and
+/// fanout let them). Flow of sequence number s: s mod the stream's flow count.
 struct StreamCounter {
     bits: Vec<u64>,
     /// Sequence numbers at or above this were never sent in the trial.
     limit: u64,
-    next_expected: u32,
+    /// Per flow, the number after the highest seen.
+    next_expected: Vec<u32>,
     report: RxReport,
 }
 
 impl StreamCounter {
-    fn new(expect: u64) -> StreamCounter {
+    fn new(expect: u64, flows: u8) -> StreamCounter {
         let n = expect.min(MAX_TRIAL_FRAMES);
         StreamCounter {
             bits: vec![0; n.div_ceil(64) as usize],
             limit: n,
-            next_expected: 0,
+            next_expected: vec![0; usize::from(flows.max(1))],
             report: RxReport::new(),
         }
     }
@@ -158,10 +161,12 @@ impl StreamCounter {
         }
         *w |= bit;
         self.report.received += 1;
-        if r.seq < self.next_expected {
+        let flows = self.next_expected.len();
+        let next = &mut self.next_expected[r.seq as usize % flows];
+        if r.seq < *next {
             self.report.reordered += 1;
         } else {
-            self.next_expected = r.seq.wrapping_add(1);
+            *next = r.seq.wrapping_add(1);
         }
         let lat = rx_ns.saturating_sub(r.tx_ns).clamp(100, HIST_MAX_NS);
         let _ = self.report.latency.record(lat);
@@ -174,6 +179,7 @@ enum Cmd {
     Trial {
         trial: u8,
         expect: Vec<(u8, u64)>,
+        flows: u8,
         tx: Option<TxPlan>,
     },
     /// Stop counting and report.
@@ -248,8 +254,15 @@ impl TesterPort {
         Ok((a, b))
     }
 
-    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, tx: Option<TxPlan>) {
-        let _ = self.cmd.send(Cmd::Trial { trial, expect, tx });
+    /// Starts counting `trial` (streams expected: (stream id, most frames), each of
+    /// `flows` flows) and, with `tx`, sending.
+    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, flows: u8, tx: Option<TxPlan>) {
+        let _ = self.cmd.send(Cmd::Trial {
+            trial,
+            expect,
+            flows,
+            tx,
+        });
     }
 
     /// Waits for this port's sending to finish.
@@ -465,12 +478,13 @@ fn start_trial(
     state: &mut TrialState,
     trial: u8,
     expect: Vec<(u8, u64)>,
+    flows: u8,
     tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
     let streams = expect
         .into_iter()
-        .map(|(s, n)| (s, StreamCounter::new(n)))
+        .map(|(s, n)| (s, StreamCounter::new(n, flows)))
         .collect();
     state.counting = Some((trial, streams));
     state.sending = tx.map(|plan| Sending {
@@ -487,7 +501,12 @@ fn start_trial(
 /// Handles the commands waiting; false once the thread should end.
 fn handle_commands(cmds: &Receiver<Cmd>, state: &mut TrialState, replies: &Sender<Reply>) -> bool {
     match cmds.try_recv() {
-        Ok(Cmd::Trial { trial, expect, tx }) => start_trial(state, trial, expect, tx, replies),
+        Ok(Cmd::Trial {
+            trial,
+            expect,
+            flows,
+            tx,
+        }) => start_trial(state, trial, expect, flows, tx, replies),
         Ok(Cmd::Collect) => {
             let got = state
                 .counting

@@ -7,6 +7,7 @@
 //! two namespaces and every timestamp comes from one monotonic clock.
 
 use std::net::IpAddr;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -297,22 +298,95 @@ impl Drop for TesterPort {
     }
 }
 
-fn open_port(plan: &PortPlan) -> Result<Box<dyn Port>, String> {
-    let xdp = || -> Result<Box<dyn Port>, String> {
+/// The tester's port and the descriptors that become readable when frames arrive (one
+/// per receive queue it reads).
+fn open_port(plan: &PortPlan) -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
+    let xdp = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
         espgw::ensure_bpffs();
-        AfXdpPort::open(&plan.ifname, 0, XdpMode::Auto, 4096)
-            .map(|p| Box::new(p) as Box<dyn Port>)
-            .map_err(|e| e.to_string())
+        let open = |q: u32| AfXdpPort::open(&plan.ifname, q, XdpMode::Auto, 4096);
+        let first = open(0).map_err(|e| e.to_string())?;
+        // An AF_XDP socket sees one receive queue: where the interface has more (a
+        // gateway with several workers gives its veths one per worker, and its frames
+        // arrive on the queue its sending worker used), one socket per queue, read in
+        // turn. A queue that does not exist refuses the bind: that is the count.
+        let mut queues: Vec<Box<dyn Port>> = vec![Box::new(first)];
+        while queues.len() < MAX_QUEUES {
+            match open(queues.len() as u32) {
+                Ok(p) => queues.push(Box::new(p)),
+                Err(_) => break,
+            }
+        }
+        let fds = queues.iter().filter_map(|q| q.poll_fd()).collect();
+        let port: Box<dyn Port> = if queues.len() == 1 {
+            queues.pop().expect("one queue")
+        } else {
+            Box::new(EveryQueue { queues, next: 0 })
+        };
+        Ok((port, fds))
     };
-    let packet = || -> Result<Box<dyn Port>, String> {
-        AfPacketPort::open(&plan.ifname, 4096, None)
-            .map(|p| Box::new(p) as Box<dyn Port>)
-            .map_err(|e| e.to_string())
+    let packet = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
+        let p = AfPacketPort::open(&plan.ifname, 4096, None).map_err(|e| e.to_string())?;
+        let fds = p.poll_fd().into_iter().collect();
+        Ok((Box::new(p), fds))
     };
     match plan.io {
         IoPref::AfXdp => xdp(),
         IoPref::AfPacket => packet(),
         IoPref::Auto => xdp().or_else(|_| packet()),
+    }
+}
+
+/// The most receive queues the tester reads on one interface.
+const MAX_QUEUES: usize = 64;
+
+/// One tester port over several AF_XDP sockets (one per receive queue): receives from
+/// each in turn, sends on the first (one transmit queue keeps the offered frames in order).
+struct EveryQueue {
+    queues: Vec<Box<dyn Port>>,
+    next: usize,
+}
+
+impl Port for EveryQueue {
+    fn name(&self) -> &str {
+        self.queues[0].name()
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> std::io::Result<usize> {
+        let n = self.queues.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            let got = self.queues[i].rx_burst(pool, out, max)?;
+            if got > 0 {
+                self.next = (i + 1) % n;
+                return Ok(got);
+            }
+        }
+        Ok(0)
+    }
+
+    fn tx_burst(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        pool: &mut PacketPool,
+    ) -> std::io::Result<usize> {
+        self.queues[0].tx_burst(pkts, pool)
+    }
+
+    fn stats(&mut self) -> espgw_io::port::PortStats {
+        let mut total = espgw_io::port::PortStats::default();
+        for q in &mut self.queues {
+            total.add(&q.stats());
+        }
+        total
+    }
+
+    fn kind(&self) -> &'static str {
+        self.queues[0].kind()
     }
 }
 
@@ -354,7 +428,8 @@ struct PortIo {
     pool: PacketPool,
     rx: Vec<Packet>,
     out: Vec<Packet>,
-    fd: Option<std::os::fd::RawFd>,
+    /// Readable when frames arrive: one per receive queue read.
+    fds: Vec<RawFd>,
     epoch: Instant,
     last_rx: Arc<AtomicU64>,
 }
@@ -374,9 +449,8 @@ impl PortIo {
         }
         let mac = espgw_io::netns::mac_address(&plan.ifname)
             .map_err(|e| format!("tester port {}: {e}", plan.ifname))?;
-        let port = open_port(plan)?;
+        let (port, fds) = open_port(plan)?;
         let tables = host_tables(plan, mac)?;
-        let fd = port.poll_fd();
         Ok(PortIo {
             port,
             tables,
@@ -385,7 +459,7 @@ impl PortIo {
             pool: PacketPool::new(4 * BURST),
             rx: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
-            fd,
+            fds,
             epoch,
             last_rx,
         })
@@ -413,11 +487,10 @@ impl PortIo {
 
     /// Waits up to `ms` for a frame (or sleeps briefly on a port with no descriptor).
     fn wait(&self, ms: i32) {
-        match self.fd {
-            Some(fd) => {
-                espgw_io::poll::wait_readable(&[fd], ms);
-            }
-            None => std::thread::sleep(Duration::from_micros(200)),
+        if self.fds.is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        } else {
+            espgw_io::poll::wait_readable(&self.fds, ms);
         }
     }
 

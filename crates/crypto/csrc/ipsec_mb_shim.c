@@ -185,7 +185,7 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
 
 /*
  * ESP transforms other than AES-GCM through the job API: AES-CBC, AES-CTR or NULL with
- * HMAC-SHA1/SHA-2/MD5 or AES-XCBC-MAC; AES-CCM; ChaCha20-Poly1305. The library runs
+ * HMAC-SHA1/SHA-2/MD5 or AES-XCBC-MAC; AES-CCM; ChaCha20-Poly1305; AES-GMAC. The library runs
  * several jobs at once in parallel lanes (multi-buffer), so a burst goes in together.
  *
  * The Rust side (src/ipsec_mb_esp.rs) lays out every operation; this file only copies
@@ -195,7 +195,8 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
 enum espgw_mb_cipher { ESPGW_C_NULL = 0, ESPGW_C_CBC, ESPGW_C_CTR, ESPGW_C_CCM, ESPGW_C_CHACHA };
 enum espgw_mb_hash {
     ESPGW_H_NULL = 0, ESPGW_H_SHA1, ESPGW_H_SHA256, ESPGW_H_SHA384, ESPGW_H_SHA512,
-    ESPGW_H_MD5, ESPGW_H_XCBC, ESPGW_H_CCM, ESPGW_H_CHACHA
+    ESPGW_H_MD5, ESPGW_H_XCBC, ESPGW_H_CCM, ESPGW_H_CHACHA,
+    ESPGW_H_GMAC128, ESPGW_H_GMAC192, ESPGW_H_GMAC256
 };
 /* What one call does to every op. */
 enum espgw_mb_what {
@@ -217,6 +218,7 @@ struct espgw_mb_sa {
     const void *k1;       /* AES-XCBC-MAC: expanded K1, K2, K3 */
     const void *k2;
     const void *k3;
+    const void *gcm_key;  /* AES-GMAC: the precomputed struct gcm_key_data */
     uint64_t tag_len;     /* bytes of tag the library writes */
 };
 
@@ -258,6 +260,9 @@ static IMB_HASH_ALG mb_hash(int32_t h)
     case ESPGW_H_XCBC: return IMB_AUTH_AES_XCBC;
     case ESPGW_H_CCM: return IMB_AUTH_AES_CCM;
     case ESPGW_H_CHACHA: return IMB_AUTH_CHACHA20_POLY1305;
+    case ESPGW_H_GMAC128: return IMB_AUTH_AES_GMAC_128;
+    case ESPGW_H_GMAC192: return IMB_AUTH_AES_GMAC_192;
+    case ESPGW_H_GMAC256: return IMB_AUTH_AES_GMAC_256;
     default: return IMB_AUTH_NULL;
     }
 }
@@ -311,6 +316,14 @@ static void fill_esp_job(IMB_JOB *job, const struct espgw_mb_sa *sa, int what,
     case IMB_AUTH_CHACHA20_POLY1305:
         job->u.CHACHA20_POLY1305.aad = op->aad;
         job->u.CHACHA20_POLY1305.aad_len_in_bytes = op->aad_len;
+        break;
+    case IMB_AUTH_AES_GMAC_128:
+    case IMB_AUTH_AES_GMAC_192:
+    case IMB_AUTH_AES_GMAC_256:
+        /* RFC 4543: GHASH over the hashed range, nonce = salt || IV. */
+        job->u.GMAC._key = sa->gcm_key;
+        job->u.GMAC._iv = op->iv;
+        job->u.GMAC.iv_len_in_bytes = op->iv_len;
         break;
     default:
         break;

@@ -1,7 +1,7 @@
 //! Multi-buffer ESP transforms: every suite intel-ipsec-mb runs besides AES-GCM (which
 //! goes through [`crate::ipsec_mb`]'s AEAD interface) — AES-CBC, AES-CTR or NULL with
 //! HMAC-SHA1-96, HMAC-SHA-256/384/512, HMAC-MD5-96 or AES-XCBC-MAC-96; AES-CCM with
-//! 128- and 256-bit keys; ChaCha20-Poly1305.
+//! 128- and 256-bit keys; ChaCha20-Poly1305; AES-GMAC without ESN.
 //!
 //! A burst of one SA's packets goes to the library's job API together, so that its
 //! multi-buffer code hashes and ciphers several packets at once in SIMD lanes, where the
@@ -14,8 +14,8 @@
 //! - the text of a packet that fails is zeroed, and a packet that fails takes no other
 //!   packet of its burst with it.
 //!
-//! Suites the library lacks (AES-192-CCM, AES-GMAC, 3DES-CBC, NULL/NULL) stay on the
-//! portable transforms.
+//! Suites the library lacks (AES-192-CCM, 3DES-CBC, NULL/NULL) and AES-GMAC with ESN
+//! stay on the portable transforms.
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
@@ -51,6 +51,7 @@ mod imp {
     const H_XCBC: i32 = 6;
     const H_CCM: i32 = 7;
     const H_CHACHA: i32 = 8;
+    const H_GMAC128: i32 = 9;
 
     const SEAL: c_int = 0;
     const HASH_ONLY: c_int = 1;
@@ -70,6 +71,7 @@ mod imp {
         k1: *const u8,
         k2: *const u8,
         k3: *const u8,
+        gcm_key: *const u8,
         tag_len: u64,
     }
 
@@ -112,6 +114,13 @@ mod imp {
             k2: *mut u8,
             k3: *mut u8,
         );
+        fn espgw_gcm_key_size() -> usize;
+        fn espgw_gcm_precompute(
+            m: *mut ImbMgr,
+            key_bytes: u32,
+            key: *const u8,
+            kd: *mut u8,
+        ) -> c_int;
         fn espgw_mb_hmac_precompute(
             m: *mut ImbMgr,
             hash: i32,
@@ -159,7 +168,15 @@ mod imp {
         Ccm { salt: [u8; 3] },
         /// ChaCha20-Poly1305 (RFC 7634): 4-byte salt || IV.
         ChaCha { salt: [u8; 4] },
+        /// AES-GMAC (RFC 4543): nothing encrypted; the ICV is GHASH over SPI, sequence
+        /// number, IV and payload, nonce = 4-byte salt || IV.
+        Gmac { salt: [u8; 4] },
     }
+
+    /// 64-byte aligned storage for the library's GCM key structure.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(64))]
+    struct Block64([u8; 64]);
 
     struct MbEsp {
         suite: Suite,
@@ -169,11 +186,21 @@ mod imp {
         hash: i32,
         key_bytes: u64,
         keys: Box<KeyStore>,
+        /// AES-GMAC: the precomputed `struct gcm_key_data` (empty otherwise).
+        gcm_key: Vec<Block64>,
+    }
+
+    impl Drop for MbEsp {
+        fn drop(&mut self) {
+            for b in &mut self.gcm_key {
+                b.0.zeroize();
+            }
+        }
     }
 
     /// The shim's cipher and hash for `suite`, or `None` where the library has no
     /// multi-buffer path for it.
-    fn library_ids(suite: Suite) -> Option<(i32, i32)> {
+    fn library_ids(suite: Suite, esn: bool) -> Option<(i32, i32)> {
         let hash = match suite.integ {
             Integrity::HmacSha1_96 => H_SHA1,
             Integrity::HmacSha256_128 => H_SHA256,
@@ -195,6 +222,12 @@ mod imp {
             // intel-ipsec-mb 1.3 has CCM for 128- and 256-bit keys only.
             Encryption::AesCcm { key_len, .. } if key_len != 24 => Some((C_CCM, H_CCM)),
             Encryption::ChaCha20Poly1305 => Some((C_CHACHA, H_CHACHA)),
+            // With ESN GMAC's AAD has the high sequence bits inside it (SPI || high || low
+            // || IV || payload): not one range of the packet, so the portable transform
+            // gathers it.
+            Encryption::AesGmac { key_len } if !esn => {
+                Some((C_NULL, H_GMAC128 + (key_len as i32 - 16) / 8))
+            }
             _ => None,
         }
     }
@@ -207,7 +240,7 @@ mod imp {
         auth_key: &[u8],
         esn: bool,
     ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
-        let (cipher, hash) = library_ids(suite)?;
+        let (cipher, hash) = library_ids(suite, esn)?;
         Some(build(suite, cipher, hash, enc_key, auth_key, esn))
     }
 
@@ -259,15 +292,45 @@ mod imp {
                 keys.dec[..32].copy_from_slice(&enc_key[..32]);
                 (Mode::ChaCha { salt: salt_at(32) }, &[])
             }
+            // The GMAC key goes through the GCM precomputation below, not the AES one.
+            Encryption::AesGmac { key_len } => (
+                Mode::Gmac {
+                    salt: salt_at(key_len),
+                },
+                &[],
+            ),
             _ => (Mode::EncryptThenMac { ctr_nonce: [0; 4] }, &[]),
         };
         let key_bytes = match suite.enc {
             Encryption::ChaCha20Poly1305 => 32,
             _ => aes_key.len() as u64,
         };
+        let gmac_key: &[u8] = match suite.enc {
+            Encryption::AesGmac { key_len } => &enc_key[..key_len],
+            _ => &[],
+        };
+        let mut gcm_key = Vec::new();
+        if !gmac_key.is_empty() {
+            // SAFETY: a pure function returning sizeof(struct gcm_key_data).
+            let size = unsafe { espgw_gcm_key_size() };
+            gcm_key = vec![Block64([0; 64]); size.div_ceil(64)];
+        }
         let ks = &mut *keys;
         let rc = with_mgr(|m| {
             let mut rc = 0;
+            if !gmac_key.is_empty() {
+                // SAFETY: m is this thread's live manager; gmac_key has 16, 24 or 32
+                // readable bytes; gcm_key is 64-byte aligned and at least
+                // sizeof(struct gcm_key_data) long.
+                rc |= unsafe {
+                    espgw_gcm_precompute(
+                        m,
+                        gmac_key.len() as u32,
+                        gmac_key.as_ptr(),
+                        gcm_key.as_mut_ptr().cast(),
+                    )
+                };
+            }
             if !aes_key.is_empty() {
                 // SAFETY: m is this thread's live manager; aes_key has key_bytes (16, 24
                 // or 32) readable bytes; enc and dec have room for a 240-byte schedule.
@@ -328,6 +391,7 @@ mod imp {
             hash,
             key_bytes,
             keys,
+            gcm_key,
         }))
     }
 
@@ -376,6 +440,7 @@ mod imp {
                 k1: k.k1.as_ptr(),
                 k2: k.k2.as_ptr(),
                 k3: k.k3.as_ptr(),
+                gcm_key: self.gcm_key.as_ptr().cast(),
                 // The ICV: for every suite here one of the library's (truncated) lengths.
                 tag_len: self.suite.icv_len() as u64,
             }
@@ -430,7 +495,7 @@ mod imp {
                     op.iv[3..11].copy_from_slice(packet_iv);
                     op.iv_len = 11;
                 }
-                Mode::ChaCha { salt } => {
+                Mode::ChaCha { salt } | Mode::Gmac { salt } => {
                     op.iv[..4].copy_from_slice(&salt);
                     op.iv[4..12].copy_from_slice(packet_iv);
                     op.iv_len = 12;
@@ -438,8 +503,10 @@ mod imp {
             }
         }
 
+        /// Combined modes authenticate the text with an AAD apart; encrypt-then-MAC and
+        /// GMAC hash one range of the packet from its SPI on.
         fn is_combined(&self) -> bool {
-            !matches!(self.mode, Mode::EncryptThenMac { .. })
+            matches!(self.mode, Mode::Ccm { .. } | Mode::ChaCha { .. })
         }
 
         /// Lays out one packet's op: cipher range after the IV, hash range (the whole

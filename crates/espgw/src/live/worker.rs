@@ -17,7 +17,7 @@
 //!   (`espgw_core::order`).
 
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use espgw_core::order::BurstOrder;
@@ -107,7 +107,14 @@ impl WorkerPort {
                 let n = sockets.len();
                 for k in 0..n {
                     let i = (*next + k) % n;
-                    let mut socket = lock(&sockets[i]);
+                    // A socket another worker is reading is skipped, not waited for: that
+                    // worker takes what is there, and waiting would only queue the workers
+                    // up behind each other.
+                    let mut socket = match sockets[i].try_lock() {
+                        Ok(s) => s,
+                        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                        Err(TryLockError::WouldBlock) => continue,
+                    };
                     match socket.rx_burst(pool, out, max) {
                         Ok(0) => continue,
                         Ok(got) => {

@@ -14,7 +14,7 @@
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{with_mgr, ImbMgr};
+pub(crate) use imp::{with_mgr, GcmKeyData, ImbMgr};
 #[cfg(espgw_ipsec_mb)]
 pub use imp::{IpsecMbProvider, MbApi};
 
@@ -193,25 +193,7 @@ mod imp {
             icv_len: usize,
         ) -> Result<Arc<dyn AeadKey>, CryptoError> {
             check_key(alg, key, icv_len)?;
-            // SAFETY: a pure function returning sizeof(struct gcm_key_data).
-            let size = unsafe { espgw_gcm_key_size() };
-            let mut data = vec![Block64([0; 64]); size.div_ceil(64)];
-            let rc = with_mgr(|m| {
-                // SAFETY: key points at key.len() readable bytes (16/24/32, checked above);
-                // data is 64-byte aligned and at least sizeof(gcm_key_data) long.
-                unsafe {
-                    espgw_gcm_precompute(
-                        m,
-                        key.len() as u32,
-                        key.as_ptr(),
-                        data.as_mut_ptr().cast(),
-                    )
-                }
-            })
-            .ok_or_else(|| CryptoError::Backend("no intel-ipsec-mb manager".into()))?;
-            if rc != 0 {
-                return Err(CryptoError::Backend("GCM key precomputation failed".into()));
-            }
+            let data = GcmKeyData::precompute(key)?;
             Ok(Arc::new(MbGcmKey {
                 alg,
                 icv_len,
@@ -236,19 +218,60 @@ mod imp {
     #[repr(C, align(64))]
     struct Block64([u8; 64]);
 
-    struct MbGcmKey {
-        alg: AeadAlgorithm,
-        icv_len: usize,
-        data: Vec<Block64>,
-        api: MbApi,
+    /// An AES key's `struct gcm_key_data` (round keys and GHASH powers), for AES-GCM and
+    /// AES-GMAC; zeroized on drop.
+    pub(crate) struct GcmKeyData(Vec<Block64>);
+
+    impl GcmKeyData {
+        /// Precomputes the key data of a 16-, 24- or 32-byte AES key.
+        pub(crate) fn precompute(key: &[u8]) -> Result<GcmKeyData, CryptoError> {
+            if !matches!(key.len(), 16 | 24 | 32) {
+                return Err(CryptoError::BadKeyLength {
+                    expected: 16,
+                    got: key.len(),
+                });
+            }
+            // SAFETY: a pure function returning sizeof(struct gcm_key_data).
+            let size = unsafe { espgw_gcm_key_size() };
+            let mut data = GcmKeyData(vec![Block64([0; 64]); size.div_ceil(64)]);
+            let rc = with_mgr(|m| {
+                // SAFETY: key points at key.len() readable bytes (16/24/32, checked above);
+                // data is 64-byte aligned and at least sizeof(gcm_key_data) long.
+                unsafe {
+                    espgw_gcm_precompute(
+                        m,
+                        key.len() as u32,
+                        key.as_ptr(),
+                        data.0.as_mut_ptr().cast(),
+                    )
+                }
+            })
+            .ok_or_else(|| CryptoError::Backend("no intel-ipsec-mb manager".into()))?;
+            if rc != 0 {
+                return Err(CryptoError::Backend("GCM key precomputation failed".into()));
+            }
+            Ok(data)
+        }
+
+        /// The `struct gcm_key_data` for the library.
+        pub(crate) fn as_ptr(&self) -> *const u8 {
+            self.0.as_ptr().cast()
+        }
     }
 
-    impl Drop for MbGcmKey {
+    impl Drop for GcmKeyData {
         fn drop(&mut self) {
-            for b in &mut self.data {
+            for b in &mut self.0 {
                 b.0.zeroize();
             }
         }
+    }
+
+    struct MbGcmKey {
+        alg: AeadAlgorithm,
+        icv_len: usize,
+        data: GcmKeyData,
+        api: MbApi,
     }
 
     /// Ops handed to the library per call; bursts larger than this are split.

@@ -32,7 +32,7 @@ mod imp {
 
     use crate::ct::ct_eq;
     use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
-    use crate::ipsec_mb::{with_mgr, ImbMgr};
+    use crate::ipsec_mb::{with_mgr, GcmKeyData, ImbMgr};
     use crate::suite::{Encryption, Integrity, Suite};
     use crate::CryptoError;
 
@@ -114,13 +114,6 @@ mod imp {
             k2: *mut u8,
             k3: *mut u8,
         );
-        fn espgw_gcm_key_size() -> usize;
-        fn espgw_gcm_precompute(
-            m: *mut ImbMgr,
-            key_bytes: u32,
-            key: *const u8,
-            kd: *mut u8,
-        ) -> c_int;
         fn espgw_mb_hmac_precompute(
             m: *mut ImbMgr,
             hash: i32,
@@ -173,11 +166,6 @@ mod imp {
         Gmac { salt: [u8; 4] },
     }
 
-    /// 64-byte aligned storage for the library's GCM key structure.
-    #[derive(Clone, Copy)]
-    #[repr(C, align(64))]
-    struct Block64([u8; 64]);
-
     struct MbEsp {
         suite: Suite,
         esn: bool,
@@ -186,16 +174,8 @@ mod imp {
         hash: i32,
         key_bytes: u64,
         keys: Box<KeyStore>,
-        /// AES-GMAC: the precomputed `struct gcm_key_data` (empty otherwise).
-        gcm_key: Vec<Block64>,
-    }
-
-    impl Drop for MbEsp {
-        fn drop(&mut self) {
-            for b in &mut self.gcm_key {
-                b.0.zeroize();
-            }
-        }
+        /// AES-GMAC: the precomputed `struct gcm_key_data`.
+        gcm_key: Option<GcmKeyData>,
     }
 
     /// The shim's cipher and hash for `suite`, or `None` where the library has no
@@ -305,32 +285,13 @@ mod imp {
             Encryption::ChaCha20Poly1305 => 32,
             _ => aes_key.len() as u64,
         };
-        let gmac_key: &[u8] = match suite.enc {
-            Encryption::AesGmac { key_len } => &enc_key[..key_len],
-            _ => &[],
+        let gcm_key = match suite.enc {
+            Encryption::AesGmac { key_len } => Some(GcmKeyData::precompute(&enc_key[..key_len])?),
+            _ => None,
         };
-        let mut gcm_key = Vec::new();
-        if !gmac_key.is_empty() {
-            // SAFETY: a pure function returning sizeof(struct gcm_key_data).
-            let size = unsafe { espgw_gcm_key_size() };
-            gcm_key = vec![Block64([0; 64]); size.div_ceil(64)];
-        }
         let ks = &mut *keys;
         let rc = with_mgr(|m| {
             let mut rc = 0;
-            if !gmac_key.is_empty() {
-                // SAFETY: m is this thread's live manager; gmac_key has 16, 24 or 32
-                // readable bytes; gcm_key is 64-byte aligned and at least
-                // sizeof(struct gcm_key_data) long.
-                rc |= unsafe {
-                    espgw_gcm_precompute(
-                        m,
-                        gmac_key.len() as u32,
-                        gmac_key.as_ptr(),
-                        gcm_key.as_mut_ptr().cast(),
-                    )
-                };
-            }
             if !aes_key.is_empty() {
                 // SAFETY: m is this thread's live manager; aes_key has key_bytes (16, 24
                 // or 32) readable bytes; enc and dec have room for a 240-byte schedule.
@@ -440,7 +401,10 @@ mod imp {
                 k1: k.k1.as_ptr(),
                 k2: k.k2.as_ptr(),
                 k3: k.k3.as_ptr(),
-                gcm_key: self.gcm_key.as_ptr().cast(),
+                gcm_key: self
+                    .gcm_key
+                    .as_ref()
+                    .map_or(std::ptr::null(), GcmKeyData::as_ptr),
                 // The ICV: for every suite here one of the library's (truncated) lengths.
                 tag_len: self.suite.icv_len() as u64,
             }

@@ -153,6 +153,13 @@ struct RunArgs {
     /// How AF_XDP sockets bind.
     #[arg(long, value_enum, default_value = "auto")]
     xdp_mode: live::XdpModeArg,
+    /// AF_XDP busy polling for this many microseconds per call (0: off): the workers' own
+    /// socket calls run the receive queues' NAPI polls instead of softirqs (kernel 5.11+).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    busy_poll: u32,
+    /// Frames per busy poll (with --busy-poll).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    busy_poll_budget: u32,
     /// Worker threads (default: the configuration's `workers`, else 1).
     #[arg(long)]
     workers: Option<usize>,
@@ -250,6 +257,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                     format: a.format.map(Into::into),
                     io: a.io,
                     xdp_mode: a.xdp_mode,
+                    busy_poll: (a.busy_poll > 0).then_some((a.busy_poll, a.busy_poll_budget)),
                     workers: a.workers,
                     pin: a.pin,
                     control: a.control,

@@ -298,6 +298,9 @@ struct espgw_xsk {
 	uint32_t tx_in_flight;
 	/* Completion-ring entries that named no transmit frame of ours (never expected). */
 	uint64_t bad_completions;
+	/* Busy polling on: an empty receive ring is answered with recvfrom() every time, so
+	 * that the call runs the queue's NAPI poll in this thread (see espgw_xsk_busy_poll). */
+	int busy_poll;
 	int zero_copy;
 	uint64_t netns;
 	int ifindex;
@@ -437,12 +440,48 @@ void espgw_xsk_close(struct espgw_xsk *x)
 	free(x);
 }
 
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+
+/* Busy polling (kernel 5.11+): the socket's own calls run the receive queue's NAPI poll
+ * for up to `usecs` with at most `budget` frames a poll, and the kernel prefers them to its
+ * softirq, so the worker, not a softirq thread, moves the frames. Returns 0 or -errno (the
+ * first option refused) and puts the socket's busy-poll time as read back in *usecs_set. */
+int espgw_xsk_busy_poll(struct espgw_xsk *x, int usecs, int budget, int *usecs_set)
+{
+	int fd = xsk_socket__fd(x->xsk);
+	int one = 1;
+	socklen_t len = sizeof(*usecs_set);
+	if (setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &usecs, sizeof(usecs)) < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) < 0)
+		return -errno;
+	/* Read back what the kernel holds now (what the operator's log shows). */
+	if (getsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, usecs_set, &len) < 0)
+		return -errno;
+	x->busy_poll = 1;
+	return 0;
+}
+
+/* Whether an empty receive ring calls for recvfrom(): the kernel asks for it (need_wakeup),
+ * or busy polling is on and the call does the receiving. */
+static int rx_kick_due(struct espgw_xsk *x)
+{
+	return x->busy_poll || xsk_ring_prod__needs_wakeup(&x->fq);
+}
+
 /* How many received frames wait (at most `max`), without taking them: lets the caller
  * skip preparing buffers when the ring is empty (the common case of an idle poll). */
 uint32_t espgw_xsk_rx_ready(struct espgw_xsk *x, uint32_t max)
 {
 	uint32_t n = xsk_cons_nb_avail(&x->rx, max);
-	if (n == 0 && xsk_ring_prod__needs_wakeup(&x->fq))
+	if (n == 0 && rx_kick_due(x))
 		recvfrom(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
 	return n;
 }
@@ -456,7 +495,7 @@ uint32_t espgw_xsk_rx(struct espgw_xsk *x, uint8_t **bufs, uint32_t *lens, uint3
 	uint32_t idx_rx = 0, idx_fq = 0;
 	uint32_t n = xsk_ring_cons__peek(&x->rx, max, &idx_rx);
 	if (n == 0) {
-		if (xsk_ring_prod__needs_wakeup(&x->fq))
+		if (rx_kick_due(x))
 			recvfrom(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		return 0;
 	}
@@ -530,7 +569,7 @@ uint32_t espgw_xsk_tx(struct espgw_xsk *x, const uint8_t **frames, const uint32_
 	xsk_ring_prod__submit(&x->tx, k);
 	x->tx_in_flight += k;
 kick:
-	if (x->tx_in_flight && xsk_ring_prod__needs_wakeup(&x->tx)) {
+	if (x->tx_in_flight && (x->busy_poll || xsk_ring_prod__needs_wakeup(&x->tx))) {
 		/* In copy mode one sendto transmits at most 32 frames (the kernel's
 		 * TX_BATCH_SIZE) and answers EAGAIN while more wait in the ring; a
 		 * single kick per burst of 64 left a growing backlog (milliseconds of

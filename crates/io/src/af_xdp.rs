@@ -54,6 +54,12 @@ extern "C" {
     fn espgw_xsk_rx_ready(x: *mut Xsk, max: u32) -> u32;
     fn espgw_xsk_tx(x: *mut Xsk, frames: *const *const u8, lens: *const u32, n: u32) -> u32;
     fn espgw_xsk_stats(x: *mut Xsk, out: *mut u64) -> libc::c_int;
+    fn espgw_xsk_busy_poll(
+        x: *mut Xsk,
+        usecs: libc::c_int,
+        budget: libc::c_int,
+        usecs_set: *mut libc::c_int,
+    ) -> libc::c_int;
 }
 
 const MAX_BURST: usize = 256;
@@ -115,6 +121,29 @@ impl AfXdpPort {
             lens: vec![0; MAX_BURST],
             tx_ptrs: Vec::with_capacity(MAX_BURST),
         })
+    }
+}
+
+impl AfXdpPort {
+    /// Turns busy polling on (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
+    /// `SO_BUSY_POLL_BUDGET` = `budget`): the worker's own receive and transmit calls then
+    /// run the queue's NAPI poll instead of a softirq. Needs `CAP_NET_ADMIN` (set before
+    /// privileges are dropped) and kernel 5.11 or later. Returns the busy-poll time the
+    /// socket holds afterwards, read back from the kernel.
+    pub fn set_busy_poll(&mut self, usecs: u32, budget: u32) -> io::Result<u32> {
+        let clamp = |v: u32| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+        let mut set: libc::c_int = 0;
+        // SAFETY: `self.xsk` is the live socket opened in `open`, used through `&mut self`;
+        // `set` is a valid int for the shim to write.
+        let r = unsafe { espgw_xsk_busy_poll(self.xsk, clamp(usecs), clamp(budget), &mut set) };
+        if r != 0 {
+            let e = io::Error::from_raw_os_error(-r);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("AF_XDP on {}: busy polling: {e}", self.name),
+            ));
+        }
+        Ok(u32::try_from(set).unwrap_or(0))
     }
 }
 

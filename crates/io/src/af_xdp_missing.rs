@@ -19,6 +19,10 @@ impl AfXdpPort {
             "this build has no AF_XDP support (libxdp-dev was not installed at build time)",
         ))
     }
+
+    pub fn set_busy_poll(&mut self, _usecs: u32, _budget: u32) -> io::Result<u32> {
+        match *self {}
+    }
 }
 
 impl crate::Port for AfXdpPort {

@@ -25,6 +25,7 @@ pub mod pcap;
 pub mod poll;
 pub mod port;
 pub mod process;
+pub mod queue_set;
 pub mod seccomp;
 pub mod tun;
 

@@ -51,6 +51,10 @@ pub trait Port {
     fn poll_fd(&self) -> Option<RawFd> {
         None
     }
+    /// Every descriptor to sleep on (a port over several sockets has one each).
+    fn poll_fds(&self) -> Vec<RawFd> {
+        self.poll_fd().into_iter().collect()
+    }
     fn stats(&mut self) -> PortStats {
         PortStats::default()
     }

@@ -72,6 +72,8 @@ pub struct RunOptions {
     pub format: Option<Format>,
     pub io: IoChoice,
     pub xdp_mode: XdpModeArg,
+    /// AF_XDP busy polling: (microseconds, budget); `None`: off.
+    pub busy_poll: Option<(u32, u32)>,
     pub workers: Option<usize>,
     pub pin: bool,
     pub control: PathBuf,

@@ -1,10 +1,12 @@
-//! Opening the configured ports: AF_XDP (one socket per worker and receive queue) where it
-//! loads, else AF_PACKET, and TUN; bpffs mounted for AF_XDP's pinned objects. With
-//! `--fanout ordered`, one socket per port that every worker shares.
+//! Opening the configured ports: AF_XDP (one socket per receive queue, each worker reading
+//! its share of the queues) where it loads, else AF_PACKET, and TUN; bpffs mounted for
+//! AF_XDP's pinned objects. With `--fanout ordered`, one socket per port that every worker
+//! shares.
 
 use super::worker::{SharedSocket, WorkerPort};
 use super::*;
 use espgw_core::order::BurstOrder;
+use espgw_io::queue_set::one_port;
 
 /// Makes sure a BPF filesystem is mounted where libxdp keeps its pinned programs
 /// (`ip netns exec` gives each namespace a fresh /sys without it).
@@ -43,15 +45,42 @@ fn xdp_mode(mode: XdpModeArg) -> espgw_io::af_xdp::XdpMode {
     }
 }
 
+/// How the gateway's AF_XDP sockets are opened.
+#[derive(Clone, Copy)]
+pub(super) struct XdpSettings {
+    pub mode: XdpModeArg,
+    pub frames: usize,
+    /// Busy polling: (microseconds, budget).
+    pub busy_poll: Option<(u32, u32)>,
+}
+
+/// One AF_XDP socket on queue `q` of `ifname`, busy polling if asked.
+fn open_xdp_queue(
+    ifname: &str,
+    q: usize,
+    x: XdpSettings,
+) -> Result<espgw_io::af_xdp::AfXdpPort, String> {
+    let mut p = espgw_io::af_xdp::AfXdpPort::open(
+        ifname,
+        q as u32,
+        xdp_mode(x.mode),
+        x.frames.max(256) as u32,
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some((usecs, budget)) = x.busy_poll {
+        let set = p.set_busy_poll(usecs, budget).map_err(|e| e.to_string())?;
+        crate::info!("af_xdp_busy_poll", "interface" => ifname, "queue" => q,
+            "busy_poll_us" => set, "budget" => budget);
+    }
+    Ok(p)
+}
+
 pub(super) fn open_xdp(
     facts: &[PortFacts],
     workers: usize,
-    mode: XdpModeArg,
-    frames: usize,
+    x: XdpSettings,
 ) -> Result<PortSet, String> {
-    use espgw_io::af_xdp::AfXdpPort;
     ensure_bpffs();
-    let mode = xdp_mode(mode);
     for f in facts.iter().filter(|f| !f.tun) {
         let q = rx_queues(&f.interface);
         if q < workers {
@@ -69,9 +98,13 @@ pub(super) fn open_xdp(
                 ports.push(None);
                 continue;
             }
-            let p = AfXdpPort::open(&f.interface, w as u32, mode, frames.max(256) as u32)
-                .map_err(|e| e.to_string())?;
-            ports.push(Some(Box::new(p)));
+            // Worker w reads queues w, w + workers, ...: a frame on any queue is read
+            // (the sender picks the queue; an interface may have more than workers).
+            let mut queues = Vec::new();
+            for q in (w..rx_queues(&f.interface).max(1)).step_by(workers) {
+                queues.push(open_xdp_queue(&f.interface, q, x)?);
+            }
+            ports.push(Some(one_port(queues).expect("w < rx queues: at least one")));
         }
         set.push(ports);
     }
@@ -127,11 +160,16 @@ pub(super) fn open_ports(
     workers: usize,
 ) -> Result<Sockets, String> {
     let ordered = opts.fanout == FanoutArg::Ordered;
+    let settings = XdpSettings {
+        mode: opts.xdp_mode,
+        frames: opts.ring_frames,
+        busy_poll: opts.busy_poll,
+    };
     let xdp = |facts: &[PortFacts]| {
         if ordered {
-            open_xdp_every_queue(facts, opts.xdp_mode, opts.ring_frames)
+            open_xdp_every_queue(facts, settings)
         } else {
-            open_xdp(facts, workers, opts.xdp_mode, opts.ring_frames)
+            open_xdp(facts, workers, settings)
         }
     };
     let packet = |facts: &[PortFacts]| {
@@ -179,34 +217,24 @@ pub(super) fn open_ports(
 /// The ordered spread over AF_XDP: a socket on every receive queue of every interface
 /// (`[queue][port]`, `None` where an interface has fewer queues), so that no queue's
 /// traffic goes unread whatever the sender's queue.
-fn open_xdp_every_queue(
-    facts: &[PortFacts],
-    mode: XdpModeArg,
-    frames: usize,
-) -> Result<PortSet, String> {
+fn open_xdp_every_queue(facts: &[PortFacts], x: XdpSettings) -> Result<PortSet, String> {
+    ensure_bpffs();
     let queues = facts
         .iter()
         .filter(|f| !f.tun)
         .map(|f| rx_queues(&f.interface))
         .max()
-        .unwrap_or(1);
-    let mut set = open_xdp(facts, 1, mode, frames)?;
-    for q in 1..queues {
-        use espgw_io::af_xdp::AfXdpPort;
+        .unwrap_or(1)
+        .max(1);
+    let mut set: PortSet = Vec::new();
+    for q in 0..queues {
         let mut row: Vec<Option<Box<dyn Port + Send>>> = Vec::new();
         for f in facts {
-            if f.tun || rx_queues(&f.interface) <= q {
+            if f.tun || (q > 0 && rx_queues(&f.interface) <= q) {
                 row.push(None);
                 continue;
             }
-            let p = AfXdpPort::open(
-                &f.interface,
-                q as u32,
-                xdp_mode(mode),
-                frames.max(256) as u32,
-            )
-            .map_err(|e| e.to_string())?;
-            row.push(Some(Box::new(p)));
+            row.push(Some(Box::new(open_xdp_queue(&f.interface, q, x)?)));
         }
         set.push(row);
     }

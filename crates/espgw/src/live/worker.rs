@@ -58,9 +58,9 @@ fn lock(socket: &SharedSocket) -> MutexGuard<'_, Box<dyn Port + Send>> {
 impl WorkerPort {
     fn poll_fds(&mut self) -> Vec<std::os::fd::RawFd> {
         match self {
-            WorkerPort::Own(p) => p.poll_fd().into_iter().collect(),
+            WorkerPort::Own(p) => p.poll_fds(),
             WorkerPort::Shared { sockets, .. } => {
-                sockets.iter().filter_map(|s| lock(s).poll_fd()).collect()
+                sockets.iter().flat_map(|s| lock(s).poll_fds()).collect()
             }
         }
     }

@@ -187,9 +187,31 @@ fn new_ns(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn link(a_ns: &str, a: &str, b_ns: &str, b: &str) -> Result<(), String> {
+/// A veth pair with `queues` receive and transmit queues each end (one per tester thread).
+fn link(a_ns: &str, a: &str, b_ns: &str, b: &str, queues: u8) -> Result<(), String> {
+    let q = queues.max(1).to_string();
     sh(&[
-        "ip", "link", "add", a, "netns", a_ns, "type", "veth", "peer", "name", b, "netns", b_ns,
+        "ip",
+        "link",
+        "add",
+        a,
+        "netns",
+        a_ns,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b,
+        "netns",
+        b_ns,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
     ])?;
     for (n, d) in [(a_ns, a), (b_ns, b)] {
         let _ = sh(&[
@@ -225,7 +247,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
         DutKind::Ceiling => {
             let ns = "espgw-tself";
             new_ns(ns)?;
-            link(ns, "tg0", ns, "tg1")?;
+            link(ns, "tg0", ns, "tg1", a.threads)?;
             let (pa, pb) = direct_pair(a, ns);
             Ok(mk(pa, pb, vec![ns.into()], None))
         }
@@ -233,8 +255,8 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
             let (t, s) = ("espgw-tstand", "espgw-standin");
             new_ns(t)?;
             new_ns(s)?;
-            link(t, "tg0", s, "s0")?;
-            link(s, "s1", t, "tg1")?;
+            link(t, "tg0", s, "s0", a.threads)?;
+            link(s, "s1", t, "tg1", a.threads)?;
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             let o = &a.standin;
             let child = Command::new("ip")
@@ -265,7 +287,9 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                     _ => testbed::Dut::Strongswan,
                 },
                 workers: a.workers,
+                queues: usize::from(a.threads),
                 fanout: a.fanout,
+                run_args: a.espgw_args.clone(),
                 ..Default::default()
             })?;
             let pa = plan(

@@ -108,11 +108,25 @@ pub struct Rfc2544Args {
     /// How the espgw DUT spreads a port's traffic over its workers (`espgw run --fanout`).
     #[arg(long, value_enum, default_value = "hash")]
     pub fanout: espgw::FanoutArg,
+    /// Extra arguments for the espgw DUT's two `espgw run` (e.g. "--busy-poll 50").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub espgw_args: String,
     /// Distinct flows per stream (1-64): UDP/TCP source ports 49152 + 256 x stream + flow,
     /// taken in turn, so that RSS and fanout have something to spread. Reordering is
     /// counted per flow.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub flows: u8,
+    /// Sending and receiving threads per tester port (1-16), each on its own queue: thread
+    /// t sends the frames whose sequence number mod T is t, and reads queues t, t + T, ...
+    /// (AF_XDP; AF_PACKET: a fanout group). --flows must be a multiple of T (each flow then
+    /// comes from one thread, in order). The test bed's interfaces get at least T queues.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub threads: u8,
+    /// CPUs to pin the tester's threads to, in turn (port A's thread 0, port B's thread 0,
+    /// A's thread 1, ...), e.g. "0,1": keeps the tester off the cores of the gateways
+    /// (`espgw run --pin` takes cores from 0 up) on a machine with enough.
+    #[arg(long, value_delimiter = ',')]
+    pub tester_cpus: Vec<usize>,
     #[command(flatten)]
     pub standin: dut::StandinOptions,
     #[command(flatten)]
@@ -306,26 +320,14 @@ impl Bench {
             .begin(t, expect_back, self.flows, Some(plan(0, &self.ab)));
         let mut tx = self.a.wait_tx()?;
         if self.bidirectional {
-            let t2 = self.b.wait_tx()?;
-            tx.sent += t2.sent;
-            tx.bytes += t2.bytes;
-            tx.refused += t2.refused;
-            tx.first_ns = tx.first_ns.min(t2.first_ns);
-            tx.last_ns = tx.last_ns.max(t2.last_ns);
+            tx.absorb(&self.b.wait_tx()?);
         }
         std::thread::sleep(self.drain);
         let mut rx: Option<RxReport> = None;
         for (_, r) in self.b.collect()?.into_iter().chain(self.a.collect()?) {
             match &mut rx {
                 None => rx = Some(r),
-                Some(acc) => {
-                    acc.received += r.received;
-                    acc.duplicates += r.duplicates;
-                    acc.reordered += r.reordered;
-                    acc.stale += r.stale;
-                    acc.fragments += r.fragments;
-                    let _ = acc.latency.add(&r.latency);
-                }
+                Some(acc) => acc.absorb(&r),
             }
         }
         Ok(Outcome {
@@ -414,6 +416,22 @@ pub fn run(a: Rfc2544Args) -> Result<(), String> {
     duts.dedup();
     if a.compare.as_ref().is_some_and(|c| c.len() < 2) {
         return Err("--compare needs two or more DUTs".into());
+    }
+    let cpus: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    if let Some(c) = a.tester_cpus.iter().find(|c| !cpus.contains(c)) {
+        return Err(format!(
+            "--tester-cpus: cannot run a thread on CPU {c} (this process may use {cpus:?})"
+        ));
+    }
+    if !a.flows.is_multiple_of(a.threads) {
+        return Err(format!(
+            "--flows {} is not a multiple of --threads {}: a flow's frames would leave from two threads, out of order",
+            a.flows, a.threads
+        ));
     }
     if !a.no_ceiling && !duts.contains(&dut::DutKind::External) {
         duts.insert(0, dut::DutKind::Ceiling);

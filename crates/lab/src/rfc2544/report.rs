@@ -37,6 +37,12 @@ pub struct Meta {
     pub latency_trials: usize,
     pub back_to_back_trials: usize,
     pub quick: bool,
+    /// Flows per stream and the tester's threads per port.
+    pub flows: u8,
+    pub tester_threads: u8,
+    /// The espgw DUT's workers and how it spreads them.
+    pub workers: usize,
+    pub fanout: String,
 }
 
 fn read_trim(p: &str) -> String {
@@ -105,6 +111,10 @@ impl Meta {
             latency_trials: p.latency_trials,
             back_to_back_trials: p.b2b_trials,
             quick: a.quick,
+            flows: a.flows,
+            tester_threads: a.threads,
+            workers: a.workers,
+            fanout: format!("{:?}", a.fanout).to_lowercase(),
         }
     }
 }

@@ -29,7 +29,11 @@ pub(super) fn run_tests(
 ) -> Result<(), String> {
     let epoch = Instant::now();
     let resolve = Duration::from_secs(10);
-    let (pa, pb) = TesterPort::start_pair(d.a.clone(), d.b.clone(), epoch, resolve)?;
+    let lanes = traffic::Lanes {
+        per_port: usize::from(a.threads),
+        cpus: a.tester_cpus.clone(),
+    };
+    let (pa, pb) = TesterPort::start_pair(d.a.clone(), d.b.clone(), epoch, resolve, &lanes)?;
     let v6 = a.ipv6;
     let (src, dst) = if v6 {
         d.v6.ok_or("this DUT has no IPv6 path")?

@@ -54,6 +54,10 @@ pub struct UpArgs {
     pub io: espgw::IoChoice,
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Receive and transmit queues of every veth (at least --workers: a gateway's worker
+    /// reads its share of them; more, for a tester with that many threads).
+    #[arg(long, default_value_t = 1)]
+    pub queues: usize,
     /// How the gateways spread a port's traffic over workers: hash, round-robin
     /// (AF_PACKET), ordered (one SA over every worker, in arrival order).
     #[arg(long, value_enum, default_value = "hash")]
@@ -102,6 +106,7 @@ impl Default for UpArgs {
             dut: Dut::Espgw,
             io: espgw::IoChoice::Auto,
             workers: 1,
+            queues: 1,
             fanout: espgw::FanoutArg::Hash,
             gw1_config: None,
             gw2_config: None,
@@ -252,7 +257,7 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         run_cmd(&["ip", "netns", "add", &ns(n)])?;
         in_ns(n, &["ip", "link", "set", "lo", "up"])?;
     }
-    let q = a.workers.max(1);
+    let q = a.workers.max(a.queues).max(1);
     veth(
         "h1",
         "eth0",

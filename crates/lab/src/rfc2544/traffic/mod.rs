@@ -1,10 +1,14 @@
-//! The generator and receiver: one thread per tester port, each sending its direction's
-//! frames on schedule and counting what arrives, and answering ARP / neighbour
-//! discovery for the tester's addresses (so a gateway can resolve it) with the
-//! gateway's own host logic.
+//! The generator and receiver: `--threads` threads per tester port (its lanes), each
+//! sending its share of the direction's frames on schedule and counting what arrives on
+//! its receive queues, and answering ARP / neighbour discovery for the tester's addresses
+//! (so a gateway can resolve it) with the gateway's own host logic.
 //!
-//! A thread enters its port's network namespace first, so one process drives ports in
-//! two namespaces and every timestamp comes from one monotonic clock.
+//! Lane t of T sends the sequence numbers s with s mod T = t (so with a flow count that is
+//! a multiple of T, each flow comes from one lane, in order) on its own transmit queue, and
+//! reads receive queues t, t + T, ... (AF_XDP; AF_PACKET: a fanout group). Counting is
+//! shared between a port's lanes ([`counter`]): a frame is counted once whichever lane
+//! receives it. A thread enters its port's network namespace first, so one process drives
+//! ports in two namespaces and every timestamp comes from one monotonic clock.
 
 use std::net::IpAddr;
 use std::os::fd::RawFd;
@@ -18,17 +22,20 @@ use espgw_core::host::{self, Triage};
 use espgw_core::neighbour::NeighbourCache;
 use espgw_core::packet::{Packet, PacketPool};
 use espgw_core::tables::Tables;
-use espgw_io::af_packet::AfPacketPort;
+use espgw_io::af_packet::{AfPacketPort, Fanout};
 use espgw_io::af_xdp::{AfXdpPort, XdpMode};
+use espgw_io::queue_set::one_port;
 use espgw_io::Port;
 use hdrhistogram::Histogram;
 
 use super::frame::{parse, Record, Seen, Template};
 
+mod counter;
 mod send_receive;
 #[cfg(test)]
 mod tests;
 
+use counter::{Counting, StreamCounter, TrialCounters};
 use send_receive::{send_due, serve_rx};
 
 const BURST: usize = 64;
@@ -65,6 +72,27 @@ pub struct PortReady {
     pub gateway4_mac: [u8; 6],
     pub gateway6_mac: Option<[u8; 6]>,
     pub kind: &'static str,
+}
+
+/// How many threads (lanes) drive each tester port, and where they run.
+#[derive(Debug, Clone)]
+pub struct Lanes {
+    /// Sending and receiving threads per port (1-16).
+    pub per_port: usize,
+    /// CPUs to pin the threads to, in turn (port A's lane 0, B's lane 0, A's lane 1,
+    /// ...); empty: not pinned.
+    pub cpus: Vec<usize>,
+}
+
+/// One lane of a port: its index, the port's lane count, and what it needs to open its
+/// share of the port.
+#[derive(Debug, Clone)]
+struct Lane {
+    index: usize,
+    count: usize,
+    /// AF_PACKET fanout group of the port's lanes (unique per port in the process).
+    group: u16,
+    cpu: Option<usize>,
 }
 
 /// One direction's sending in a trial.
@@ -106,7 +134,34 @@ pub struct RxReport {
     pub latency: Histogram<u64>,
 }
 
+impl TxReport {
+    /// Adds another sender's report (another lane, or the other direction).
+    pub fn absorb(&mut self, o: &TxReport) {
+        if o.sent > 0 {
+            self.first_ns = if self.sent == 0 {
+                o.first_ns
+            } else {
+                self.first_ns.min(o.first_ns)
+            };
+            self.last_ns = self.last_ns.max(o.last_ns);
+        }
+        self.sent += o.sent;
+        self.bytes += o.bytes;
+        self.refused += o.refused;
+    }
+}
+
 impl RxReport {
+    /// Adds another receiver's report (another lane, or the other direction).
+    pub fn absorb(&mut self, o: &RxReport) {
+        self.received += o.received;
+        self.duplicates += o.duplicates;
+        self.reordered += o.reordered;
+        self.stale += o.stale;
+        self.fragments += o.fragments;
+        let _ = self.latency.add(&o.latency);
+    }
+
     fn new() -> RxReport {
         RxReport {
             received: 0,
@@ -119,68 +174,10 @@ impl RxReport {
     }
 }
 
-/// Counts one stream: a bit per sequence number finds duplicates; a frame with a
-/// sequence number below the highest seen of its flow is reordered (RFC 4737's
-/// definition, per flow: packets of different flows may pass each other, as RSS and
-/// fanout let them). Flow of sequence number s: s mod the stream's flow count.
-struct StreamCounter {
-    bits: Vec<u64>,
-    /// Sequence numbers at or above this were never sent in the trial.
-    limit: u64,
-    /// Per flow, the number after the highest seen.
-    next_expected: Vec<u32>,
-    report: RxReport,
-}
-
-impl StreamCounter {
-    fn new(expect: u64, flows: u8) -> StreamCounter {
-        let n = expect.min(MAX_TRIAL_FRAMES);
-        StreamCounter {
-            bits: vec![0; n.div_ceil(64) as usize],
-            limit: n,
-            next_expected: vec![0; usize::from(flows.max(1))],
-            report: RxReport::new(),
-        }
-    }
-
-    fn record(&mut self, r: &Record, rx_ns: u64) {
-        let i = r.seq as usize;
-        let w = if u64::from(r.seq) < self.limit {
-            self.bits.get_mut(i / 64)
-        } else {
-            None
-        };
-        let Some(w) = w else {
-            // A sequence number this trial never sent: not ours to count.
-            self.report.stale += 1;
-            return;
-        };
-        let bit = 1u64 << (i % 64);
-        if *w & bit != 0 {
-            self.report.duplicates += 1;
-            return;
-        }
-        *w |= bit;
-        self.report.received += 1;
-        let flows = self.next_expected.len();
-        let next = &mut self.next_expected[r.seq as usize % flows];
-        if r.seq < *next {
-            self.report.reordered += 1;
-        } else {
-            *next = r.seq.wrapping_add(1);
-        }
-        let lat = rx_ns.saturating_sub(r.tx_ns).clamp(100, HIST_MAX_NS);
-        let _ = self.report.latency.record(lat);
-    }
-}
-
 enum Cmd {
-    /// Start counting `trial` (streams expected: (stream id, most frames)), and send
-    /// `tx` if given.
+    /// Start counting a trial (into the port's shared counters), and send `tx` if given.
     Trial {
-        trial: u8,
-        expect: Vec<(u8, u64)>,
-        flows: u8,
+        counters: Arc<TrialCounters>,
         tx: Option<TxPlan>,
     },
     /// Stop counting and report.
@@ -194,102 +191,44 @@ enum Reply {
     Collected(Vec<(u8, RxReport)>),
 }
 
-pub struct TesterPort {
+/// One lane's thread and its command and reply channels.
+struct LaneThread {
     cmd: Sender<Cmd>,
     reply: Receiver<Reply>,
     thread: Option<JoinHandle<()>>,
-    pub ready: PortReady,
-    /// When the port last received a test frame (ns since the epoch).
-    pub last_rx_ns: Arc<AtomicU64>,
 }
 
-impl TesterPort {
-    /// Starts both ports' threads (each enters its namespace, opens its port and
-    /// resolves its next hops, answering the other's questions meanwhile, for up to
-    /// `resolve_for`) and waits until both are ready.
-    pub fn start_pair(
-        a: PortPlan,
-        b: PortPlan,
+impl LaneThread {
+    fn spawn(
+        plan: PortPlan,
+        lane: Lane,
         epoch: Instant,
         resolve_for: Duration,
-    ) -> Result<(TesterPort, TesterPort), String> {
-        let spawn = |plan: PortPlan| -> Result<_, String> {
-            let (cmd_tx, cmd_rx) = channel();
-            let (rep_tx, rep_rx) = channel();
-            let last = Arc::new(AtomicU64::new(0));
-            let l2 = last.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("tester-{}", plan.ifname))
-                .spawn(move || port_thread(plan, epoch, resolve_for, cmd_rx, rep_tx, l2))
-                .map_err(|e| e.to_string())?;
-            Ok((cmd_tx, rep_rx, thread, last))
-        };
-        let pending = [spawn(a)?, spawn(b)?];
-        let mut ports = Vec::new();
-        let mut error = None;
-        for (cmd, reply, thread, last_rx_ns) in pending {
-            let ready = match reply.recv() {
-                Ok(Reply::Ready(r)) => r,
-                _ => Err("tester port thread ended".into()),
-            };
-            match ready {
-                Ok(ready) => ports.push(TesterPort {
-                    cmd,
-                    reply,
-                    thread: Some(thread),
-                    ready,
-                    last_rx_ns,
-                }),
-                Err(e) => {
-                    let _ = cmd.send(Cmd::Quit);
-                    let _ = thread.join();
-                    error.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = error {
-            return Err(e);
-        }
-        let b = ports.pop().ok_or("no port")?;
-        let a = ports.pop().ok_or("no port")?;
-        Ok((a, b))
+        shared: &LaneShared,
+    ) -> Result<LaneThread, String> {
+        let (cmd_tx, cmd_rx) = channel();
+        let (rep_tx, rep_rx) = channel();
+        let shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("tester-{}-{}", plan.ifname, lane.index))
+            .spawn(move || lane_thread(plan, lane, epoch, resolve_for, shared, cmd_rx, rep_tx))
+            .map_err(|e| e.to_string())?;
+        Ok(LaneThread {
+            cmd: cmd_tx,
+            reply: rep_rx,
+            thread: Some(thread),
+        })
     }
 
-    /// Starts counting `trial` (streams expected: (stream id, most frames), each of
-    /// `flows` flows) and, with `tx`, sending.
-    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, flows: u8, tx: Option<TxPlan>) {
-        let _ = self.cmd.send(Cmd::Trial {
-            trial,
-            expect,
-            flows,
-            tx,
-        });
-    }
-
-    /// Waits for this port's sending to finish.
-    pub fn wait_tx(&self) -> Result<TxReport, String> {
-        loop {
-            match self.reply.recv() {
-                Ok(Reply::TxDone(r)) => return Ok(r),
-                Ok(_) => continue,
-                Err(_) => return Err("tester port thread ended".into()),
-            }
-        }
-    }
-
-    pub fn collect(&self) -> Result<Vec<(u8, RxReport)>, String> {
-        let _ = self.cmd.send(Cmd::Collect);
-        loop {
-            match self.reply.recv() {
-                Ok(Reply::Collected(r)) => return Ok(r),
-                Ok(_) => continue,
-                Err(_) => return Err("tester port thread ended".into()),
-            }
+    fn ready(&self) -> Result<PortReady, String> {
+        match self.reply.recv() {
+            Ok(Reply::Ready(r)) => r,
+            _ => Err("tester port thread ended".into()),
         }
     }
 }
 
-impl Drop for TesterPort {
+impl Drop for LaneThread {
     fn drop(&mut self) {
         let _ = self.cmd.send(Cmd::Quit);
         if let Some(t) = self.thread.take() {
@@ -298,35 +237,193 @@ impl Drop for TesterPort {
     }
 }
 
-/// The tester's port and the descriptors that become readable when frames arrive (one
-/// per receive queue it reads).
-fn open_port(plan: &PortPlan) -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
-    let xdp = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
-        espgw::ensure_bpffs();
-        let open = |q: u32| AfXdpPort::open(&plan.ifname, q, XdpMode::Auto, 4096);
-        let first = open(0).map_err(|e| e.to_string())?;
-        // An AF_XDP socket sees one receive queue: where the interface has more (a
-        // gateway with several workers gives its veths one per worker, and its frames
-        // arrive on the queue its sending worker used), one socket per queue, read in
-        // turn. A queue that does not exist refuses the bind: that is the count.
-        let mut queues: Vec<Box<dyn Port>> = vec![Box::new(first)];
-        while queues.len() < MAX_QUEUES {
-            match open(queues.len() as u32) {
-                Ok(p) => queues.push(Box::new(p)),
-                Err(_) => break,
+/// What a port's lanes share: the neighbour cache (an answer may arrive on any lane) and
+/// when a test frame last arrived.
+#[derive(Clone)]
+struct LaneShared {
+    cache: Arc<NeighbourCache>,
+    last_rx: Arc<AtomicU64>,
+}
+
+pub struct TesterPort {
+    lanes: Vec<LaneThread>,
+    pub ready: PortReady,
+    /// When the port last received a test frame (ns since the epoch).
+    pub last_rx_ns: Arc<AtomicU64>,
+}
+
+impl TesterPort {
+    /// Starts both ports' threads and waits until they are ready: first each port's lane
+    /// 0 (it enters the namespace, opens the port, picks the I/O and resolves the next
+    /// hops, answering the other port's questions meanwhile, for up to `resolve_for`),
+    /// then the other lanes on the same I/O.
+    pub fn start_pair(
+        a: PortPlan,
+        b: PortPlan,
+        epoch: Instant,
+        resolve_for: Duration,
+        lanes: &Lanes,
+    ) -> Result<(TesterPort, TesterPort), String> {
+        let per_port = lanes.per_port.clamp(1, MAX_LANES);
+        // Fanout group ids are per network namespace and both ports may share one.
+        let base = (std::process::id() as u16).wrapping_mul(2);
+        let lane = |port: usize, index: usize| Lane {
+            index,
+            count: per_port,
+            group: base.wrapping_add(port as u16),
+            cpu: (!lanes.cpus.is_empty())
+                .then(|| lanes.cpus[(2 * index + port) % lanes.cpus.len()]),
+        };
+        let plans = [a, b];
+        let shared: Vec<LaneShared> = (0..2)
+            .map(|_| LaneShared {
+                cache: Arc::new(NeighbourCache::default()),
+                last_rx: Arc::new(AtomicU64::new(0)),
+            })
+            .collect();
+        let mut firsts = Vec::new();
+        for (port, plan) in plans.iter().enumerate() {
+            firsts.push(LaneThread::spawn(
+                plan.clone(),
+                lane(port, 0),
+                epoch,
+                resolve_for,
+                &shared[port],
+            )?);
+        }
+        let mut ports = Vec::new();
+        for (port, first) in firsts.into_iter().enumerate() {
+            let ready = first.ready()?;
+            ports.push(TesterPort {
+                lanes: vec![first],
+                ready,
+                last_rx_ns: shared[port].last_rx.clone(),
+            });
+        }
+        for (port, tp) in ports.iter_mut().enumerate() {
+            let mut plan = plans[port].clone();
+            plan.io = if tp.ready.kind == "af_xdp" {
+                IoPref::AfXdp
+            } else {
+                IoPref::AfPacket
+            };
+            for index in 1..per_port {
+                let t = LaneThread::spawn(
+                    plan.clone(),
+                    lane(port, index),
+                    epoch,
+                    resolve_for,
+                    &shared[port],
+                )?;
+                t.ready()?;
+                tp.lanes.push(t);
             }
         }
-        let fds = queues.iter().filter_map(|q| q.poll_fd()).collect();
-        let port: Box<dyn Port> = if queues.len() == 1 {
-            queues.pop().expect("one queue")
-        } else {
-            Box::new(EveryQueue { queues, next: 0 })
-        };
+        let b = ports.pop().ok_or("no port")?;
+        let a = ports.pop().ok_or("no port")?;
+        Ok((a, b))
+    }
+
+    /// Starts counting `trial` (streams expected: (stream id, most frames), each of
+    /// `flows` flows) and, with `tx`, sending (each lane its share).
+    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, flows: u8, tx: Option<TxPlan>) {
+        let streams = expect
+            .into_iter()
+            .map(|(s, n)| StreamCounter::new(s, n, flows))
+            .collect();
+        let counters = Arc::new(TrialCounters { trial, streams });
+        for lane in &self.lanes {
+            let _ = lane.cmd.send(Cmd::Trial {
+                counters: counters.clone(),
+                tx: tx.clone(),
+            });
+        }
+    }
+
+    /// Waits for every lane's sending to finish.
+    pub fn wait_tx(&self) -> Result<TxReport, String> {
+        let mut total = TxReport::default();
+        for lane in &self.lanes {
+            loop {
+                match lane.reply.recv() {
+                    Ok(Reply::TxDone(r)) => {
+                        total.absorb(&r);
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return Err("tester port thread ended".into()),
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Stops counting; every lane's reports, added up per stream.
+    pub fn collect(&self) -> Result<Vec<(u8, RxReport)>, String> {
+        for lane in &self.lanes {
+            let _ = lane.cmd.send(Cmd::Collect);
+        }
+        let mut total: Vec<(u8, RxReport)> = Vec::new();
+        for lane in &self.lanes {
+            let got = loop {
+                match lane.reply.recv() {
+                    Ok(Reply::Collected(r)) => break r,
+                    Ok(_) => continue,
+                    Err(_) => return Err("tester port thread ended".into()),
+                }
+            };
+            for (stream, r) in got {
+                match total.iter_mut().find(|(s, _)| *s == stream) {
+                    Some((_, acc)) => acc.absorb(&r),
+                    None => total.push((stream, r)),
+                }
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// The most lanes per port.
+pub const MAX_LANES: usize = 16;
+
+/// Lane `lane`'s share of the tester's port and the descriptors that become readable when
+/// frames arrive on it.
+fn open_port(plan: &PortPlan, lane: &Lane) -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
+    let xdp = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
+        espgw::ensure_bpffs();
+        let open = |q: usize| AfXdpPort::open(&plan.ifname, q as u32, XdpMode::Auto, 4096);
+        // An AF_XDP socket sees one receive queue, and the sender picks the queue (a
+        // gateway with several workers gives its veths one per worker, and its frames
+        // arrive on the queue its sending worker used): lane t reads queues t, t + T, ...
+        // up to the first that refuses the bind (that is the count), and sends on t.
+        let first = open(lane.index).map_err(|e| {
+            if lane.index == 0 {
+                e.to_string()
+            } else {
+                format!(
+                    "{}: no receive queue {} for tester thread {} of {} ({e}); the interface needs as many queues as threads",
+                    plan.ifname, lane.index, lane.index, lane.count
+                )
+            }
+        })?;
+        let mut queues = vec![first];
+        let mut q = lane.index + lane.count;
+        while q < MAX_QUEUES {
+            match open(q) {
+                Ok(p) => queues.push(p),
+                Err(_) => break,
+            }
+            q += lane.count;
+        }
+        let port = one_port(queues).ok_or("no queue")?;
+        let fds = port.poll_fds();
         Ok((port, fds))
     };
     let packet = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
-        let p = AfPacketPort::open(&plan.ifname, 4096, None).map_err(|e| e.to_string())?;
-        let fds = p.poll_fd().into_iter().collect();
+        // Several lanes: a fanout group by flow hash, each frame to one of them.
+        let fanout = (lane.count > 1).then_some((lane.group, Fanout::Hash));
+        let p = AfPacketPort::open(&plan.ifname, 4096, fanout).map_err(|e| e.to_string())?;
+        let fds = p.poll_fds();
         Ok((Box::new(p), fds))
     };
     match plan.io {
@@ -338,57 +435,6 @@ fn open_port(plan: &PortPlan) -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
 
 /// The most receive queues the tester reads on one interface.
 const MAX_QUEUES: usize = 64;
-
-/// One tester port over several AF_XDP sockets (one per receive queue): receives from
-/// each in turn, sends on the first (one transmit queue keeps the offered frames in order).
-struct EveryQueue {
-    queues: Vec<Box<dyn Port>>,
-    next: usize,
-}
-
-impl Port for EveryQueue {
-    fn name(&self) -> &str {
-        self.queues[0].name()
-    }
-
-    fn rx_burst(
-        &mut self,
-        pool: &mut PacketPool,
-        out: &mut Vec<Packet>,
-        max: usize,
-    ) -> std::io::Result<usize> {
-        let n = self.queues.len();
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            let got = self.queues[i].rx_burst(pool, out, max)?;
-            if got > 0 {
-                self.next = (i + 1) % n;
-                return Ok(got);
-            }
-        }
-        Ok(0)
-    }
-
-    fn tx_burst(
-        &mut self,
-        pkts: &mut Vec<Packet>,
-        pool: &mut PacketPool,
-    ) -> std::io::Result<usize> {
-        self.queues[0].tx_burst(pkts, pool)
-    }
-
-    fn stats(&mut self) -> espgw_io::port::PortStats {
-        let mut total = espgw_io::port::PortStats::default();
-        for q in &mut self.queues {
-            total.add(&q.stats());
-        }
-        total
-    }
-
-    fn kind(&self) -> &'static str {
-        self.queues[0].kind()
-    }
-}
 
 /// Tables for the host logic: one port with the tester's addresses, nothing else.
 fn host_tables(plan: &PortPlan, mac: [u8; 6]) -> Result<Tables, String> {
@@ -413,10 +459,34 @@ fn addr_u128(a: IpAddr) -> (bool, u128) {
     }
 }
 
+/// A lane's sending in a trial: its k-th frame is sequence number k x lanes + lane.
 struct Sending {
     plan: TxPlan,
+    lane: u64,
+    lanes: u64,
+    /// This lane's frame count so far.
     next: u64,
     report: TxReport,
+}
+
+impl Sending {
+    /// How many of the plan's frames are this lane's.
+    fn count(&self) -> u64 {
+        self.plan
+            .count
+            .saturating_sub(self.lane)
+            .div_ceil(self.lanes)
+    }
+
+    /// This lane's share of the rate (0: unpaced).
+    fn rate_pps(&self) -> f64 {
+        self.plan.rate_pps / self.lanes as f64
+    }
+
+    /// The sequence number of this lane's k-th frame.
+    fn seq(&self, k: u64) -> u64 {
+        k * self.lanes + self.lane
+    }
 }
 
 /// One tester port's I/O and host state, owned by its thread.
@@ -424,7 +494,7 @@ struct PortIo {
     port: Box<dyn Port>,
     tables: Tables,
     mac: [u8; 6],
-    cache: NeighbourCache,
+    cache: Arc<NeighbourCache>,
     pool: PacketPool,
     rx: Vec<Packet>,
     out: Vec<Packet>,
@@ -437,31 +507,36 @@ struct PortIo {
 /// What the port thread counts and sends for the trial at hand.
 #[derive(Default)]
 struct TrialState {
-    counting: Option<(u8, Vec<(u8, StreamCounter)>)>,
+    counting: Option<Counting>,
     sending: Option<Sending>,
 }
 
 impl PortIo {
-    /// Enters the port's namespace and opens it.
-    fn open(plan: &PortPlan, epoch: Instant, last_rx: Arc<AtomicU64>) -> Result<Self, String> {
+    /// Enters the port's namespace and opens the lane's share of it.
+    fn open(
+        plan: &PortPlan,
+        lane: &Lane,
+        epoch: Instant,
+        shared: LaneShared,
+    ) -> Result<Self, String> {
         if let Some(n) = &plan.netns {
             espgw_io::netns::enter(n).map_err(|e| e.to_string())?;
         }
         let mac = espgw_io::netns::mac_address(&plan.ifname)
             .map_err(|e| format!("tester port {}: {e}", plan.ifname))?;
-        let (port, fds) = open_port(plan)?;
+        let (port, fds) = open_port(plan, lane)?;
         let tables = host_tables(plan, mac)?;
         Ok(PortIo {
             port,
             tables,
             mac,
-            cache: NeighbourCache::default(),
+            cache: shared.cache,
             pool: PacketPool::new(4 * BURST),
             rx: Vec::with_capacity(BURST),
             out: Vec::with_capacity(BURST),
             fds,
             epoch,
-            last_rx,
+            last_rx: shared.last_rx,
         })
     }
 
@@ -471,7 +546,7 @@ impl PortIo {
     }
 
     /// Receives one burst: answers ARP/ND, counts test frames into `counting`.
-    fn serve(&mut self, counting: &mut Option<(u8, Vec<(u8, StreamCounter)>)>) -> usize {
+    fn serve(&mut self, counting: &mut Option<Counting>) -> usize {
         serve_rx(
             &mut *self.port,
             &mut self.pool,
@@ -521,12 +596,17 @@ impl PortIo {
             self.serve(&mut None);
             self.wait(10);
         }
-        Ok(PortReady {
+        Ok(self.ready(plan))
+    }
+
+    /// The port's facts as far as known (the next hops' addresses once resolved).
+    fn ready(&self, plan: &PortPlan) -> PortReady {
+        PortReady {
             mac: self.mac,
             gateway4_mac: self.lookup(plan.gateway4).unwrap_or_default(),
             gateway6_mac: plan.gateway6.and_then(|a| self.lookup(a)),
             kind: self.port.kind(),
-        })
+        }
     }
 
     /// Sends an ARP request or neighbour solicitation for each unresolved target.
@@ -546,45 +626,42 @@ impl PortIo {
     }
 }
 
-/// Starts counting (and sending, if asked) for a new trial.
+/// Starts counting (and sending this lane's share, if asked) for a new trial.
 fn start_trial(
     state: &mut TrialState,
-    trial: u8,
-    expect: Vec<(u8, u64)>,
-    flows: u8,
+    lane: &Lane,
+    counters: Arc<TrialCounters>,
     tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
-    let streams = expect
-        .into_iter()
-        .map(|(s, n)| (s, StreamCounter::new(n, flows)))
-        .collect();
-    state.counting = Some((trial, streams));
+    state.counting = Some(Counting::new(counters));
     state.sending = tx.map(|plan| Sending {
         plan,
+        lane: lane.index as u64,
+        lanes: lane.count as u64,
         next: 0,
         report: TxReport::default(),
     });
-    if state.sending.as_ref().is_some_and(|s| s.plan.count == 0) {
+    if state.sending.as_ref().is_some_and(|s| s.count() == 0) {
         let _ = replies.send(Reply::TxDone(TxReport::default()));
         state.sending = None;
     }
 }
 
 /// Handles the commands waiting; false once the thread should end.
-fn handle_commands(cmds: &Receiver<Cmd>, state: &mut TrialState, replies: &Sender<Reply>) -> bool {
+fn handle_commands(
+    cmds: &Receiver<Cmd>,
+    lane: &Lane,
+    state: &mut TrialState,
+    replies: &Sender<Reply>,
+) -> bool {
     match cmds.try_recv() {
-        Ok(Cmd::Trial {
-            trial,
-            expect,
-            flows,
-            tx,
-        }) => start_trial(state, trial, expect, flows, tx, replies),
+        Ok(Cmd::Trial { counters, tx }) => start_trial(state, lane, counters, tx, replies),
         Ok(Cmd::Collect) => {
             let got = state
                 .counting
                 .take()
-                .map(|(_, v)| v.into_iter().map(|(s, c)| (s, c.report)).collect())
+                .map(Counting::into_reports)
                 .unwrap_or_default();
             let _ = replies.send(Reply::Collected(got));
         }
@@ -594,16 +671,33 @@ fn handle_commands(cmds: &Receiver<Cmd>, state: &mut TrialState, replies: &Sende
     true
 }
 
-fn port_thread(
+/// Opens the lane's share of the port (lane 0 also resolves the next hops) and runs its
+/// trials until told to quit.
+fn lane_thread(
     plan: PortPlan,
+    lane: Lane,
     epoch: Instant,
     resolve_for: Duration,
+    shared: LaneShared,
     cmds: Receiver<Cmd>,
     replies: Sender<Reply>,
-    last_rx: Arc<AtomicU64>,
 ) {
-    let ready = PortIo::open(&plan, epoch, last_rx)
-        .and_then(|mut tp| tp.resolve(&plan, resolve_for).map(|r| (tp, r)));
+    let pinned = match lane.cpu {
+        Some(cpu) if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) => {
+            Err(format!("--tester-cpus: cannot run a thread on CPU {cpu}"))
+        }
+        _ => Ok(()),
+    };
+    let ready = pinned
+        .and_then(|()| PortIo::open(&plan, &lane, epoch, shared))
+        .and_then(|mut tp| {
+            let ready = if lane.index == 0 {
+                tp.resolve(&plan, resolve_for)?
+            } else {
+                tp.ready(&plan)
+            };
+            Ok((tp, ready))
+        });
     let mut tp = match ready {
         Ok((tp, ready)) => {
             let _ = replies.send(Reply::Ready(Ok(ready)));
@@ -615,7 +709,7 @@ fn port_thread(
         }
     };
     let mut state = TrialState::default();
-    while handle_commands(&cmds, &mut state, &replies) {
+    while handle_commands(&cmds, &lane, &mut state, &replies) {
         let mut busy = false;
         if let Some(s) = &mut state.sending {
             busy = true;

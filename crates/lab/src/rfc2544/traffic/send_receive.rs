@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Sends the frames due by now (at most a burst); true when the plan is done.
+/// Sends the lane's frames due by now (at most a burst); true when its share is done.
 pub(super) fn send_due(
     port: &mut dyn Port,
     pool: &mut PacketPool,
@@ -15,15 +15,16 @@ pub(super) fn send_due(
     if now < s.plan.start_at {
         return false;
     }
-    let due = if s.plan.rate_pps <= 0.0 {
-        s.plan.count
+    let (count, rate) = (s.count(), s.rate_pps());
+    let due = if rate <= 0.0 {
+        count
     } else {
         let el = now.duration_since(s.plan.start_at).as_secs_f64();
-        ((el * s.plan.rate_pps) as u64 + 1).min(s.plan.count)
+        ((el * rate) as u64 + 1).min(count)
     };
     // Unpaced sending stops at the trial's duration; paced sending at its frame count
     // (with a margin for a tester running late).
-    let limit = if s.plan.rate_pps <= 0.0 {
+    let limit = if rate <= 0.0 {
         s.plan.duration
     } else {
         s.plan.duration + Duration::from_millis(100)
@@ -36,7 +37,7 @@ pub(super) fn send_due(
         // Ahead of schedule: sleep until the next frame is due (at least a little:
         // nanosleep overshoots by some 60 µs, and the frames that fall due meanwhile
         // leave together as a small burst), never spin: the CPU belongs to the DUT.
-        let next_at = s.next as f64 / s.plan.rate_pps;
+        let next_at = s.next as f64 / rate;
         let wait = next_at - now.duration_since(s.plan.start_at).as_secs_f64();
         std::thread::sleep(Duration::from_secs_f64((wait - 60e-6).clamp(20e-6, 1e-3)));
         return false;
@@ -44,7 +45,7 @@ pub(super) fn send_due(
     let tx_ns = epoch.elapsed().as_nanos() as u64;
     let mut bytes = 0u64;
     for i in 0..n as u64 {
-        let seq = s.next + i;
+        let seq = s.seq(s.next + i);
         let idx = s.plan.pattern[(seq % s.plan.pattern.len() as u64) as usize];
         let t = &s.plan.templates[usize::from(idx)];
         let mut p = pool.get();
@@ -77,7 +78,7 @@ pub(super) fn send_due(
     s.report.bytes += (bytes * sent).checked_div(queued).unwrap_or(0);
     s.report.refused += n as u64 - sent;
     s.next += n as u64;
-    s.next >= s.plan.count
+    s.next >= count
 }
 
 /// Receives a burst: test frames are counted, the rest goes to the host logic (ARP /
@@ -91,7 +92,7 @@ pub(super) fn serve_rx(
     tables: &Tables,
     cache: &NeighbourCache,
     epoch: Instant,
-    counting: &mut Option<(u8, Vec<(u8, StreamCounter)>)>,
+    counting: &mut Option<Counting>,
     last_rx: &AtomicU64,
 ) -> usize {
     let n = port.rx_burst(pool, rx, BURST).unwrap_or(0);
@@ -103,22 +104,14 @@ pub(super) fn serve_rx(
         match parse(p.data()) {
             Seen::Record(r) => {
                 last_rx.store(rx_ns, Ordering::Relaxed);
-                if let Some((trial, streams)) = counting {
-                    if let Some((_, c)) = streams.iter_mut().find(|(s, _)| *s == r.stream) {
-                        if r.trial == *trial {
-                            c.record(&r, rx_ns);
-                        } else {
-                            c.report.stale += 1;
-                        }
-                    }
+                if let Some(c) = counting {
+                    c.record(&r, rx_ns);
                 }
                 pool.put(p);
             }
             Seen::Fragment => {
-                if let Some((_, streams)) = counting {
-                    if let Some((_, c)) = streams.first_mut() {
-                        c.report.fragments += 1;
-                    }
+                if let Some(c) = counting {
+                    c.fragment();
                 }
                 pool.put(p);
             }

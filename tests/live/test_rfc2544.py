@@ -161,7 +161,12 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         assert extra_lost + missed_dups <= 2, t
         assert reordered - 2 <= t["reordered"] <= reordered, t
         exact += (t["lost"], t["duplicates"], t["reordered"]) == (lost, dups, reordered)
-        assert t["lost"] > 0 and t["reordered"] > 0 and t["duplicates"] > 0
+        assert t["lost"] > 0 and t["duplicates"] > 0
+        # With one thread every trial has a hold passed by its own flow; with two, a short
+        # trial's few holds may all be passed by the other thread's flow (seen in CI: a
+        # trial with 1 loss and 0 reordered), so only the run as a whole must show one.
+        assert threads > 1 or t["reordered"] > 0, t
+    assert sum(t["reordered"] for t in trials) > 0
     assert exact >= len(trials) - 2, f"{exact} of {len(trials)} trials exact"
     # One frame in a hundred lost at every load: the throughput search finds no rate.
     s = summary(doc, "standin", "128")

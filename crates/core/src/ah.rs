@@ -7,16 +7,18 @@
 //! and fragment offset, TTL, checksum and the mutable options; IPv6 traffic class, flow
 //! label, hop limit and the data of options marked mutable), the AH header with the ICV
 //! zeroed (its padding included as it stands), the payload, and with ESN the high 32
-//! sequence bits appended (§3.3.3.2.1). The zeroed copy of the headers goes into a scratch
-//! buffer the caller owns, so nothing allocates per packet and the packet itself is never
-//! modified before it is authentic.
+//! sequence bits appended (§3.3.3.2.1). What the ICV covers is copied, contiguous, into a
+//! text arena the caller owns (one per burst, reused, so nothing allocates per packet),
+//! where the copy is zeroed: the packet itself is never modified before it is authentic,
+//! and the burst's ICVs go to the crypto back-end together (multi-buffer).
 //!
 //! Not handled (the packet is dropped as `ah_unsupported`): IPv4 source-route options and
 //! IPv6 routing headers in front of AH, whose "mutable but predictable" addresses would
 //! have to be rewritten to their values at the final destination before the ICV.
 
 use espgw_config::Mode;
-use espgw_crypto::AhKey;
+use espgw_crypto::ah::GMAC_IV_LEN;
+use espgw_crypto::{AhKey, AhOp};
 use espgw_wire::{ipv6, proto};
 
 use crate::counters::DropReason;
@@ -138,30 +140,55 @@ fn seq_hi(seq: u64, esn: bool) -> Option<u32> {
     esn.then_some((seq >> 32) as u32)
 }
 
-/// Computes the ICV of the AH packet `d` as RFC 4302 §3.3.3 describes, without modifying
-/// `d`.
-fn icv(
+/// One packet's part in a burst's ICV computation: where the text its ICV covers lies in
+/// the burst's text arena, its AES-GMAC IV, and where its ICV sits in the packet.
+#[derive(Debug, Clone, Copy)]
+pub struct IcvJob {
+    /// Where the covered text starts in the arena (`arena[text_start..text_end]`).
+    pub text_start: usize,
+    /// Where it ends.
+    pub text_end: usize,
+    /// AES-GMAC's IV from the AH header (zero for the MACs).
+    pub iv: [u8; GMAC_IV_LEN],
+    /// Offset of the ICV in the packet.
+    pub icv_at: usize,
+}
+
+/// Appends to `arena` what the ICV of the AH packet `d` covers, as RFC 4302 §3.3.3
+/// describes: the headers with mutable fields and the ICV zeroed, the rest of the packet,
+/// and with ESN the high sequence bits. `d` is not modified; on error nothing is appended.
+fn lay_out(
     d: &[u8],
     at: AhAt,
     key: &AhKey,
     seq_hi: Option<u32>,
-    scratch: &mut Vec<u8>,
-) -> Result<espgw_crypto::integrity::Tag, DropReason> {
+    arena: &mut Vec<u8>,
+) -> Result<IcvJob, DropReason> {
     let iv_end = at.off + FIXED_LEN + key.iv_len();
     let icv_end = iv_end + key.icv_len();
     let front = d.get(..at.off + at.len).ok_or(DropReason::Truncated)?;
     if icv_end > front.len() {
         return Err(DropReason::Truncated);
     }
-    scratch.clear();
-    scratch.extend_from_slice(front);
-    zero_mutable(&mut scratch[..at.off], at.v4)?;
-    scratch[iv_end..icv_end].fill(0);
-    let hi = seq_hi.unwrap_or(0).to_be_bytes();
-    let hi: &[u8] = if seq_hi.is_some() { &hi } else { &[] };
-    let parts: [&[u8]; 3] = [scratch, &d[at.off + at.len..], hi];
-    key.tag(&d[at.off + FIXED_LEN..iv_end], &parts)
-        .ok_or(DropReason::Malformed)
+    let start = arena.len();
+    arena.extend_from_slice(front);
+    if let Err(r) = zero_mutable(&mut arena[start..start + at.off], at.v4) {
+        arena.truncate(start);
+        return Err(r);
+    }
+    arena[start + iv_end..start + icv_end].fill(0);
+    arena.extend_from_slice(&d[at.off + at.len..]);
+    if let Some(hi) = seq_hi {
+        arena.extend_from_slice(&hi.to_be_bytes());
+    }
+    let mut iv = [0u8; GMAC_IV_LEN];
+    iv[..key.iv_len()].copy_from_slice(&d[at.off + FIXED_LEN..iv_end]);
+    Ok(IcvJob {
+        text_start: start,
+        text_end: arena.len(),
+        iv,
+        icv_at: iv_end,
+    })
 }
 
 /// What an outbound AH packet needs next.
@@ -176,14 +203,16 @@ pub struct Protected {
 }
 
 /// Adds AH for `sa` (whose key is `key`) with sequence number `seq` to the IP packet in
-/// `pkt`: plaintext, or an ESP packet when AH is the outer SA of a bundle.
-pub fn protect(
+/// `pkt` (plaintext, or an ESP packet when AH is the outer SA of a bundle), all but the
+/// ICV: its field is left zero and what it covers is appended to `arena`, for the burst's
+/// ICVs to be computed together; [`write_icv`] puts it in.
+pub fn stage_protect(
     pkt: &mut Packet,
     sa: &Sa,
     key: &AhKey,
     seq: u64,
-    scratch: &mut Vec<u8>,
-) -> Result<Protected, DropReason> {
+    arena: &mut Vec<u8>,
+) -> Result<(Protected, IcvJob), DropReason> {
     let info = parse_ip(pkt.data())?;
     if info.is_fragment {
         return Err(DropReason::Fragment);
@@ -243,14 +272,46 @@ pub fn protect(
         len: ah_len,
         v4,
     };
-    let tag = icv(d, at, key, seq_hi(seq, sa.esn), scratch)?;
-    let icv_at = ah_off + FIXED_LEN + iv_len;
-    d[icv_at..icv_at + key.icv_len()].copy_from_slice(tag.as_slice());
-    Ok(Protected {
+    let job = lay_out(d, at, key, seq_hi(seq, sa.esn), arena)?;
+    let done = Protected {
         route_v4: route.0,
         route_dst: route.1,
         payload_len: payload_len as u32,
-    })
+    };
+    Ok((done, job))
+}
+
+/// Adds AH to one packet, ICV included ([`stage_protect`], the ICV, [`write_icv`]); the
+/// pipeline does the same a burst at a time. `arena` is cleared and reused.
+pub fn protect(
+    pkt: &mut Packet,
+    sa: &Sa,
+    key: &AhKey,
+    seq: u64,
+    arena: &mut Vec<u8>,
+) -> Result<Protected, DropReason> {
+    arena.clear();
+    let (done, job) = stage_protect(pkt, sa, key, seq, arena)?;
+    let mut ops = [AhOp {
+        text: &mut arena[job.text_start..job.text_end],
+        iv: job.iv,
+        icv: None,
+    }];
+    key.tag_burst(&mut ops);
+    let icv = ops[0].icv.take().ok_or(DropReason::CryptoFailed)?;
+    write_icv(pkt, &job, icv.as_slice(), key.icv_len());
+    Ok(done)
+}
+
+/// Writes the ICV computed for `job` into its packet (the first `icv_len` bytes of `icv`).
+pub fn write_icv(pkt: &mut Packet, job: &IcvJob, icv: &[u8], icv_len: usize) {
+    let (Some(dst), Some(src)) = (
+        pkt.data_mut().get_mut(job.icv_at..job.icv_at + icv_len),
+        icv.get(..icv_len),
+    ) else {
+        return;
+    };
+    dst.copy_from_slice(src);
 }
 
 /// An inbound AH packet matched to its SA.
@@ -367,28 +428,33 @@ pub fn classify(
     }))
 }
 
-/// Whether the AH packet in `pkt` (trimmed to its IP length) is authentic under `key` with
-/// the full sequence number `seq`. Compares in constant time; changes nothing.
-pub fn verify(
+/// Appends to `arena` what the ICV of the AH packet in `pkt` (trimmed to its IP length)
+/// covers, with the full sequence number `seq`, for the burst's ICVs to be computed
+/// together; [`is_authentic`] then compares. Changes nothing in the packet.
+pub fn stage_verify(
     pkt: &Packet,
     job: &AhJob,
     key: &AhKey,
     seq: u64,
     esn: bool,
-    scratch: &mut Vec<u8>,
-) -> bool {
-    let d = pkt.data();
-    let at = job.ah_off + FIXED_LEN + key.iv_len();
-    let Some(received) = d.get(at..at + key.icv_len()) else {
-        return false;
-    };
+    arena: &mut Vec<u8>,
+) -> Result<IcvJob, DropReason> {
     let at = AhAt {
         off: job.ah_off,
         len: job.ah_len,
         v4: job.v4,
     };
-    icv(d, at, key, seq_hi(seq, esn), scratch)
-        .is_ok_and(|t| espgw_crypto::ct::ct_eq(t.as_slice(), received))
+    lay_out(pkt.data(), at, key, seq_hi(seq, esn), arena)
+}
+
+/// Whether the ICV in the packet is `icv` (computed for `job`), compared in constant time;
+/// a missing ICV is not authentic.
+pub fn is_authentic(pkt: &Packet, job: &IcvJob, icv: Option<&[u8]>, icv_len: usize) -> bool {
+    let received = pkt.data().get(job.icv_at..job.icv_at + icv_len);
+    match (received, icv.and_then(|t| t.get(..icv_len))) {
+        (Some(r), Some(t)) => espgw_crypto::ct::ct_eq(r, t),
+        _ => false,
+    }
 }
 
 /// Removes AH from an authentic packet: leaves the inner packet (tunnel) or the packet as

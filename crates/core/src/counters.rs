@@ -55,6 +55,7 @@ reasons! {
     Reassembly => "reassembly", "fragment not reassembled (timeout, overlap, size or memory limit)";
     TxFull => "tx_full", "transmit ring full";
     Acquire => "acquire", "no SA negotiated yet: the IKE daemon was asked for one";
+    CryptoFailed => "crypto_failed", "the crypto back-end did not complete an outbound ICV: nothing sent";
 }
 
 /// How many drop reasons there are (the length of per-reason counter arrays).

@@ -259,7 +259,8 @@ fn sa_key(sc: &SaConfig, provider: &dyn CryptoProvider) -> Result<(SaKey, usize)
             sc.suite.iv_len(),
         ),
         SaProto::Ah => {
-            let k = AhKey::new(sc.suite.integ, &sc.auth_key).map_err(key_error)?;
+            let k =
+                AhKey::with_provider(provider, sc.suite.integ, &sc.auth_key).map_err(key_error)?;
             let iv = k.iv_len();
             (SaKey::Ah(Arc::new(k)), iv)
         }

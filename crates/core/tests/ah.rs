@@ -1,7 +1,9 @@
 //! AH (RFC 4302) in the pipeline: packets byte-for-byte equal to scapy 2.5's (IPv4 with a
 //! router-alert option, IPv6 with a hop-by-hop option marked mutable), both ways; round
-//! trips through the pipeline in tunnel and transport mode with HMAC, GMAC and ESN; an ESP
-//! + AH bundle from a setkey script; and inbound drops by reason.
+//! trips through the pipeline in tunnel and transport mode with HMAC, GMAC and ESN, on every
+//! crypto back-end (intel-ipsec-mb's multi-buffer ICVs and the portable MACs give the same
+//! bytes); a tampered packet in a burst fails alone; an ESP + AH bundle from a setkey
+//! script; and inbound drops by reason.
 
 mod common;
 
@@ -12,6 +14,7 @@ use espgw_config::{parse_unvalidated, CryptoPolicy, Direction};
 use espgw_core::packet::{Packet, Verdict};
 use espgw_core::{DropReason, Pipeline, Tables};
 use espgw_crypto::aws_lc::AwsLcProvider;
+use espgw_crypto::{all_providers, CryptoProvider};
 
 /// Outbound and inbound AH SAs 0x600 (HMAC-SHA1-96, IPv4) and 0x601 (HMAC-SHA-256-128,
 /// IPv6), transport mode, with the keys of the scapy vectors below.
@@ -106,6 +109,11 @@ struct Gw {
 }
 
 fn tables(text: &str) -> Gw {
+    tables_with(text, &AwsLcProvider)
+}
+
+/// [`tables`], with the SAs' keys made by `provider`.
+fn tables_with(text: &str, provider: &dyn CryptoProvider) -> Gw {
     let policy = CryptoPolicy {
         allow_legacy: true,
         allow_null: false,
@@ -115,7 +123,7 @@ fn tables(text: &str) -> Gw {
         let mut c = cfg.clone();
         c.sas.retain(|s| s.direction == dir);
         c.policies.retain(|p| p.direction == dir);
-        Arc::new(Tables::build(&c, &AwsLcProvider, None).expect("tables"))
+        Arc::new(Tables::build(&c, provider, None).expect("tables"))
     };
     Gw {
         out: half(Direction::Out),
@@ -400,11 +408,26 @@ fn tunnel_round_trips_with_hmac_gmac_and_esn() {
                 let plain: Vec<Vec<u8>> = (0..6).map(|i| udp_packet(v6, i * 37)).collect();
                 let (sealed, _) = run(&a, Direction::Out, &plain);
                 let sealed: Vec<Vec<u8>> = sealed.into_iter().map(|r| r.unwrap()).collect();
-                let (opened, pipe) = run(&b, Direction::In, &sealed);
                 let what = format!("{integ} v6={v6} esn={esn}");
+                let (opened, pipe) = run(&b, Direction::In, &sealed);
                 assert_eq!(pipe.counters.decrypted, 6, "{what}: {:?}", pipe.counters);
                 for (o, p) in opened.iter().zip(&plain) {
                     assert_eq!(o.as_deref(), Ok(&p[..]), "{what}");
+                }
+                // Every back-end seals the same bytes (AH has no random IV) and opens what
+                // the portable one sealed.
+                for provider in all_providers() {
+                    let what = format!("{what} {}", provider.name());
+                    let a2 = tables_with(&tunnel_pair(1, v6, integ, key, esn), &*provider);
+                    let (sealed2, _) = run(&a2, Direction::Out, &plain);
+                    let sealed2: Vec<Vec<u8>> = sealed2.into_iter().map(|r| r.unwrap()).collect();
+                    assert_eq!(sealed2, sealed, "{what}");
+                    let b2 = tables_with(&tunnel_pair(2, v6, integ, key, esn), &*provider);
+                    let (opened, pipe) = run(&b2, Direction::In, &sealed);
+                    assert_eq!(pipe.counters.decrypted, 6, "{what}: {:?}", pipe.counters);
+                    for (o, p) in opened.iter().zip(&plain) {
+                        assert_eq!(o.as_deref(), Ok(&p[..]), "{what}");
+                    }
                 }
                 // The outer header is AH with the expected SPI, and GMAC carries its IV.
                 let ip_len = if v6 { 40 } else { 20 };
@@ -427,6 +450,66 @@ fn tunnel_round_trips_with_hmac_gmac_and_esn() {
                 let (bad, _) = run(&other, Direction::In, &sealed[..1]);
                 assert_eq!(bad[0], Err(DropReason::AuthFailed), "{what}");
             }
+        }
+    }
+}
+
+/// A burst of one SA's AH packets with three changed in transit: a payload byte and an ICV
+/// byte (each dropped as auth_failed, alone) and the TTL and TOS (mutable fields, outside
+/// the ICV: accepted). On every back-end, and intel-ipsec-mb's keys are its multi-buffer
+/// ones.
+#[test]
+fn tampered_ah_packets_in_a_burst_fail_alone() {
+    let cases = [
+        ("hmac-sha256-128", "0x".to_string() + &"5a".repeat(32)),
+        ("aes-xcbc-mac-96", "0x".to_string() + &"11".repeat(16)),
+        ("aes-128-gmac", "0x".to_string() + &"22".repeat(20)),
+    ];
+    for (integ, key) in &cases {
+        for provider in all_providers() {
+            let what = format!("{integ} {}", provider.name());
+            let a = tables_with(&tunnel_pair(1, false, integ, key, false), &*provider);
+            let b = tables_with(&tunnel_pair(2, false, integ, key, false), &*provider);
+            let multi_buffer = b
+                .inb
+                .sas
+                .iter()
+                .all(|s| s.ah_key().is_some_and(|k| k.is_multi_buffer()));
+            assert_eq!(
+                multi_buffer,
+                provider.name().starts_with("intel-ipsec-mb"),
+                "{what}"
+            );
+            let plain: Vec<Vec<u8>> = (0..12).map(|i| udp_packet(false, 20 + i * 90)).collect();
+            let (sealed, _) = run(&a, Direction::Out, &plain);
+            let mut sealed: Vec<Vec<u8>> = sealed.into_iter().map(|r| r.unwrap()).collect();
+            let genuine = sealed.clone();
+            let n = sealed[2].len();
+            sealed[2][n - 1] ^= 1; // payload
+            sealed[5][20 + 12 + if integ.ends_with("gmac") { 8 } else { 0 }] ^= 0x80; // ICV
+            sealed[7][8] -= 3; // TTL
+            sealed[7][1] = 0xb8; // TOS
+            sealed[7] = fix4(sealed[7].clone());
+            let (opened, pipe) = run(&b, Direction::In, &sealed);
+            for (i, (o, p)) in opened.iter().zip(&plain).enumerate() {
+                if i == 2 || i == 5 {
+                    assert_eq!(*o, Err(DropReason::AuthFailed), "{what} #{i}");
+                } else {
+                    assert_eq!(o.as_deref(), Ok(&p[..]), "{what} #{i}");
+                }
+            }
+            assert_eq!(pipe.counters.decrypted, 10, "{what}");
+            assert_eq!(pipe.counters.dropped(DropReason::AuthFailed), 2, "{what}");
+            // The forged packets did not move the window: their genuine originals still
+            // open; the accepted ones are replays now.
+            let (again, _) = run(
+                &b,
+                Direction::In,
+                &[genuine[2].clone(), genuine[5].clone(), genuine[0].clone()],
+            );
+            assert_eq!(again[0].as_deref(), Ok(&plain[2][..]), "{what}");
+            assert_eq!(again[1].as_deref(), Ok(&plain[5][..]), "{what}");
+            assert_eq!(again[2], Err(DropReason::Replay), "{what}");
         }
     }
 }

@@ -6,6 +6,12 @@
 //! HMAC-SHA1/SHA-2/MD5 and AES-XCBC-MAC-96 come from [`MacKey`]. AES-GMAC (RFC 4543 §3.3,
 //! §5) is AES-GCM with an empty plaintext: the whole covered text is AAD, the nonce is the
 //! 4-byte salt and the 8-byte IV that AH carries after its sequence number.
+//!
+//! A data plane with a burst of one SA's packets lays each packet's covered text out
+//! contiguously and calls [`AhKey::tag_burst`]: made through intel-ipsec-mb's provider
+//! ([`AhKey::with_provider`]), the key hands the whole burst to the library's multi-buffer
+//! job API, which hashes several packets at once in SIMD lanes; the portable key computes
+//! one tag after the other. Both give the same ICVs (tests compare them).
 
 use std::cell::RefCell;
 
@@ -13,7 +19,7 @@ use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use crate::integrity::{MacKey, Tag};
 use crate::suite::Integrity;
-use crate::CryptoError;
+use crate::{CryptoError, CryptoProvider};
 
 /// Bytes of IV that AH carries for AES-GMAC (none for the MACs).
 pub const GMAC_IV_LEN: usize = 8;
@@ -23,10 +29,32 @@ enum AhMac {
     Gmac { key: LessSafeKey, salt: [u8; 4] },
 }
 
+/// One packet's ICV computation in a burst ([`AhKey::tag_burst`]).
+pub struct AhOp<'a> {
+    /// Everything the ICV covers, contiguous: the IP headers with their mutable fields
+    /// zeroed, the AH header with its ICV zeroed, the payload and, with ESN, the high
+    /// sequence bits. (Mutable only because the library's job takes a plain pointer; it
+    /// is read, never written.)
+    pub text: &'a mut [u8],
+    /// AES-GMAC's IV, from the AH header (ignored by the MACs).
+    pub iv: [u8; GMAC_IV_LEN],
+    /// Out: the ICV (full length; the first `icv_len` bytes go on the wire), or `None`
+    /// where it could not be computed (the packet is then dropped, never sent unsigned).
+    pub icv: Option<Tag>,
+}
+
+/// A back-end that computes the ICVs of a burst together (multi-buffer).
+pub trait AhBurst: Send + Sync {
+    /// Sets every op's `icv`.
+    fn tag_burst(&self, ops: &mut [AhOp<'_>]);
+}
+
 /// A prepared AH integrity key.
 pub struct AhKey {
     integ: Integrity,
     mac: AhMac,
+    /// The provider's multi-buffer transform, where it has one for `integ`.
+    burst: Option<Box<dyn AhBurst>>,
 }
 
 thread_local! {
@@ -72,7 +100,40 @@ impl AhKey {
             }
             other => AhMac::Mac(MacKey::new(other, key)?),
         };
-        Ok(AhKey { integ, mac })
+        Ok(AhKey {
+            integ,
+            mac,
+            burst: None,
+        })
+    }
+
+    /// [`AhKey::new`], with `provider`'s multi-buffer transform for bursts where it has
+    /// one for `integ` (intel-ipsec-mb: every AH algorithm).
+    pub fn with_provider(
+        provider: &dyn CryptoProvider,
+        integ: Integrity,
+        key: &[u8],
+    ) -> Result<AhKey, CryptoError> {
+        let mut k = AhKey::new(integ, key)?;
+        k.burst = provider.multi_buffer_ah(integ, key).transpose()?;
+        Ok(k)
+    }
+
+    /// Whether bursts go to a multi-buffer back-end.
+    pub fn is_multi_buffer(&self) -> bool {
+        self.burst.is_some()
+    }
+
+    /// The ICV of every op's text, a burst at a time.
+    pub fn tag_burst(&self, ops: &mut [AhOp<'_>]) {
+        match &self.burst {
+            Some(b) => b.tag_burst(ops),
+            None => {
+                for op in ops.iter_mut() {
+                    op.icv = self.tag(&op.iv, &[op.text]);
+                }
+            }
+        }
     }
 
     pub fn integrity(&self) -> Integrity {

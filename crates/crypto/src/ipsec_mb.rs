@@ -211,6 +211,14 @@ mod imp {
         ) -> Option<Result<Arc<dyn crate::EspKey>, CryptoError>> {
             crate::ipsec_mb_esp::multi_buffer_esp_key(suite, enc_key, auth_key, esn)
         }
+
+        fn multi_buffer_ah(
+            &self,
+            integ: crate::Integrity,
+            key: &[u8],
+        ) -> Option<Result<Box<dyn crate::AhBurst>, CryptoError>> {
+            crate::ipsec_mb_esp::multi_buffer_ah(integ, key)
+        }
     }
 
     /// 64-byte aligned storage: the library's AVX-512 code loads the key with aligned moves.

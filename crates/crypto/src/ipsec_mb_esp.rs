@@ -16,10 +16,14 @@
 //!
 //! Suites the library lacks (AES-192-CCM, 3DES-CBC, NULL/NULL) and AES-GMAC with ESN
 //! stay on the portable transforms.
+//!
+//! AH's ICVs go through the same hash-only jobs ([`multi_buffer_ah`]): an AH MAC is the
+//! MAC of ESP with NULL encryption, AH's AES-GMAC that of ESP's AES-GMAC, each over the
+//! contiguous text the data plane lays out.
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::multi_buffer_esp_key;
+pub(crate) use imp::{multi_buffer_ah, multi_buffer_esp_key};
 
 #[cfg(espgw_ipsec_mb)]
 mod imp {
@@ -30,8 +34,10 @@ mod imp {
     use rand::RngCore;
     use zeroize::Zeroize;
 
+    use crate::ah::{AhBurst, AhOp};
     use crate::ct::ct_eq;
     use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
+    use crate::integrity::Tag;
     use crate::ipsec_mb::{with_mgr, GcmKeyData, ImbMgr};
     use crate::suite::{Encryption, Integrity, Suite};
     use crate::CryptoError;
@@ -224,6 +230,39 @@ mod imp {
         Some(build(suite, cipher, hash, enc_key, auth_key, esn))
     }
 
+    /// AH's ICV through the library for `integ`: every AH algorithm has a multi-buffer
+    /// path (HMACs and AES-XCBC-MAC as ESP with NULL encryption, AES-GMAC as ESP's
+    /// AES-GMAC, whose key is AH's: AES key then salt). The key length was checked.
+    pub(crate) fn multi_buffer_ah(
+        integ: Integrity,
+        key: &[u8],
+    ) -> Option<Result<Box<dyn AhBurst>, CryptoError>> {
+        let (suite, enc_key, auth_key): (Suite, &[u8], &[u8]) = match integ {
+            Integrity::None => return None,
+            Integrity::AesGmac { key_len } => (
+                Suite {
+                    enc: Encryption::AesGmac { key_len },
+                    integ: Integrity::None,
+                },
+                key,
+                &[],
+            ),
+            _ => (
+                Suite {
+                    enc: Encryption::Null,
+                    integ,
+                },
+                &[],
+                key,
+            ),
+        };
+        let (cipher, hash) = library_ids(suite, false)?;
+        Some(
+            build_mb(suite, cipher, hash, enc_key, auth_key, false)
+                .map(|esp| Box::new(MbAh { esp }) as Box<dyn AhBurst>),
+        )
+    }
+
     fn build(
         suite: Suite,
         cipher: i32,
@@ -232,6 +271,19 @@ mod imp {
         auth_key: &[u8],
         esn: bool,
     ) -> Result<Arc<dyn EspKey>, CryptoError> {
+        Ok(Arc::new(build_mb(
+            suite, cipher, hash, enc_key, auth_key, esn,
+        )?))
+    }
+
+    fn build_mb(
+        suite: Suite,
+        cipher: i32,
+        hash: i32,
+        enc_key: &[u8],
+        auth_key: &[u8],
+        esn: bool,
+    ) -> Result<MbEsp, CryptoError> {
         let mut keys = Box::new(KeyStore {
             enc: [0; 256],
             dec: [0; 256],
@@ -344,7 +396,7 @@ mod imp {
                 "intel-ipsec-mb key preparation failed for {suite}"
             )));
         }
-        Ok(Arc::new(MbEsp {
+        Ok(MbEsp {
             suite,
             esn,
             mode,
@@ -353,7 +405,7 @@ mod imp {
             key_bytes,
             keys,
             gcm_key,
-        }))
+        })
     }
 
     /// Per-thread scratch reused by every call (no allocation per burst once grown).
@@ -424,10 +476,11 @@ mod imp {
             let done = with_mgr(|m| {
                 // SAFETY: m is this thread's live manager; sa points into self.keys, alive
                 // and unchanged for the call; every op's buf points at the start of a
-                // distinct ESP packet exclusively borrowed by the caller for this call,
-                // and its offsets and lengths were computed from that packet's length
-                // (cipher and hash ranges, and for ESN the 4 bytes after the hashed text,
-                // inside the ICV's room); iv, aad and tag are arrays inside the op.
+                // distinct buffer (an ESP packet, or an AH packet's covered text)
+                // exclusively borrowed by the caller for this call, and its offsets and
+                // lengths were computed from that buffer's length (cipher and hash
+                // ranges, and for ESP with ESN the 4 bytes after the hashed text, inside
+                // the ICV's room); iv, aad and tag are arrays inside the op.
                 unsafe { espgw_mb_esp(m, &sa, what, ops.as_mut_ptr(), ops.len() as u32) };
             });
             if done.is_none() {
@@ -654,6 +707,36 @@ mod imp {
                     ok[i] = false;
                 }
             }
+        }
+    }
+
+    /// AH's ICVs through hash-only jobs of the equivalent ESP transform.
+    struct MbAh {
+        esp: MbEsp,
+    }
+
+    impl AhBurst for MbAh {
+        fn tag_burst(&self, ops: &mut [AhOp<'_>]) {
+            let icv = self.esp.suite.icv_len();
+            SCRATCH.with(|cell| {
+                let s = &mut *cell.borrow_mut();
+                s.ops.clear();
+                for op in ops.iter_mut() {
+                    let mut raw = raw_op(op.text.as_mut_ptr());
+                    raw.hash_len = op.text.len() as u64;
+                    if let Mode::Gmac { salt } = self.esp.mode {
+                        // RFC 4543 §3.1 (AH: §5): the nonce is salt || the header's IV.
+                        raw.iv[..4].copy_from_slice(&salt);
+                        raw.iv[4..12].copy_from_slice(&op.iv);
+                        raw.iv_len = 12;
+                    }
+                    s.ops.push(raw);
+                }
+                self.esp.run(HASH_ONLY, &mut s.ops);
+                for (op, raw) in ops.iter_mut().zip(&s.ops) {
+                    op.icv = (raw.status == 0).then(|| Tag::from_slice(&raw.tag[..icv]));
+                }
+            });
         }
     }
 

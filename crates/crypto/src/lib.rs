@@ -24,7 +24,7 @@ pub mod ipsec_mb;
 mod ipsec_mb_esp;
 pub mod suite;
 
-pub use ah::AhKey;
+pub use ah::{AhBurst, AhKey, AhOp};
 pub use esp::{esp_key, EspKey, EspOp};
 pub use suite::{Encryption, Integrity, Suite, SuiteError};
 
@@ -152,6 +152,16 @@ pub trait CryptoProvider: Send + Sync {
         _auth_key: &[u8],
         _esn: bool,
     ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
+        None
+    }
+    /// AH's ICV over bursts (multi-buffer), where this back-end has it for `integ`;
+    /// `None` leaves AH to the portable one-packet MACs. The key length is checked by
+    /// the caller ([`AhKey::with_provider`]).
+    fn multi_buffer_ah(
+        &self,
+        _integ: Integrity,
+        _key: &[u8],
+    ) -> Option<Result<Box<dyn AhBurst>, CryptoError>> {
         None
     }
 }

@@ -1,6 +1,5 @@
-//! Inbound: AH verified and removed, and per run of one SA's ESP packets the replay
-//! pre-check, one burst crypto call that authenticates and decrypts, the window update and
-//! decapsulation.
+//! Inbound: per run of one SA's ESP packets the replay pre-check, one burst crypto call
+//! that authenticates and decrypts, the window update and decapsulation.
 
 use super::*;
 
@@ -18,61 +17,6 @@ impl Pipeline {
         }
         self.drop_pkt(p, r);
         Slot::Done
-    }
-
-    /// Verifies and removes AH (one packet): replay pre-check, ICV, window update. What AH
-    /// carried is then ESP (a bundle: on to the burst stage) or the protected packet
-    /// (checked against the inbound policy).
-    pub(super) fn open_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> Slot {
-        let sa_idx = job.sa;
-        let sa = &t.sas[sa_idx as usize];
-        let res = (|| {
-            let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
-            if sa.lifetime_allowance(1) == 0 {
-                return Err(DropReason::LifetimeExpired);
-            }
-            let seq = {
-                let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
-                match w.infer(job.seq_low, sa.esn) {
-                    Some(s) if w.check(s) => s,
-                    _ => return Err(DropReason::Replay),
-                }
-            };
-            if !ah::verify(p, &job, key, seq, sa.esn, &mut self.ah_scratch) {
-                return Err(DropReason::AuthFailed);
-            }
-            let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
-            if !w.check_and_update(seq) {
-                return Err(DropReason::Replay);
-            }
-            drop(w);
-            ah::remove(p, &job, sa)?;
-            let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
-            sa.state.counters.add(1, info.total_len as u64);
-            sa.note_usage();
-            Ok(info)
-        })();
-        let info = match res {
-            Ok(info) => info,
-            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
-        };
-        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
-            Ok(Classified::Esp(mut job)) => {
-                job.via_ah = Some(sa_idx);
-                Slot::Open { job, seq: 0 }
-            }
-            Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
-                Some(SpdAction::Protect(i)) if i == sa_idx => {
-                    self.counters.decrypted += 1;
-                    Slot::Route {
-                        v4: info.key.v4,
-                        dst: info.key.dst,
-                    }
-                }
-                _ => self.drop_classified(t, p, DropReason::PolicyMismatch, Some(sa_idx)),
-            },
-            Err((r, sa)) => self.drop_classified(t, p, r, sa),
-        }
     }
 
     /// Authenticates and decrypts a run of ESP packets of SA `sa_idx` (lifetime and replay

@@ -1,5 +1,5 @@
-//! Outbound: sequence numbers (reserved per SA and burst), ESP encapsulation and AH, and
-//! one burst crypto call per run of packets of one SA.
+//! Outbound: sequence numbers (reserved per SA and burst), ESP encapsulation, and one
+//! burst crypto call per run of packets of one SA.
 
 use super::*;
 
@@ -140,7 +140,8 @@ impl Pipeline {
     }
 
     /// AH alone (one packet): claims the SA's sequence number; header and ICV are added
-    /// once the number is reserved ([`Pipeline::finish_ah`]).
+    /// once the number is reserved, with the burst's other AH packets of the SA
+    /// ([`Pipeline::add_ah_burst`]).
     pub(super) fn protect_ah(
         &mut self,
         t: &Tables,
@@ -154,41 +155,8 @@ impl Pipeline {
         Slot::AddAh {
             sa: sa_idx,
             off: self.claim_seq(sa_idx),
+            bundled: false,
         }
-    }
-
-    /// Adds AH alone to the packet in slot `k` once its SA's numbers are reserved.
-    pub(super) fn finish_ah(&mut self, t: &Tables, k: usize, p: &mut Packet) {
-        let Slot::AddAh { sa, off } = self.slots[k] else {
-            return;
-        };
-        let res = self
-            .resolve_seq(sa, off)
-            .and_then(|seq| self.add_ah(t, sa, p, seq));
-        self.slots[k] = match res {
-            Ok((v4, dst)) => {
-                self.counters.encrypted += 1;
-                Slot::Route { v4, dst }
-            }
-            Err(r) => self.drop_classified(t, p, r, Some(sa)),
-        };
-    }
-
-    /// Adds AH of SA `sa_idx` with `seq` to `p` and counts it on the SA; returns where the
-    /// packet goes.
-    pub(super) fn add_ah(
-        &mut self,
-        t: &Tables,
-        sa_idx: u32,
-        p: &mut Packet,
-        seq: u64,
-    ) -> Result<(bool, u128), DropReason> {
-        let sa = &t.sas[sa_idx as usize];
-        let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
-        let done = ah::protect(p, sa, key, seq, &mut self.ah_scratch)?;
-        sa.state.counters.add(1, u64::from(done.payload_len));
-        sa.note_usage();
-        Ok((done.route_v4, done.route_dst))
     }
 
     /// Encrypts a run of encapsulated packets that all use SA `sa_idx`; `base` is the
@@ -228,16 +196,17 @@ impl Pipeline {
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Sealed { job, ah, .. } = self.slots[base + k] {
                 esp_out::finish(p, &job);
-                let route = match ah {
-                    None => Ok((job.route_v4, job.route_dst)),
-                    Some((a, off)) => self
-                        .resolve_seq(a, off)
-                        .and_then(|seq| self.add_ah(t, a, p, seq))
-                        .map_err(|r| (r, a)),
-                };
-                self.slots[base + k] = match route {
-                    Ok((v4, dst)) => Slot::Route { v4, dst },
-                    Err((r, a)) => self.drop_classified(t, p, r, Some(a)),
+                // A bundle's AH goes on after the burst's ESP, with the burst's other AH.
+                self.slots[base + k] = match ah {
+                    None => Slot::Route {
+                        v4: job.route_v4,
+                        dst: job.route_dst,
+                    },
+                    Some((sa, off)) => Slot::AddAh {
+                        sa,
+                        off,
+                        bundled: true,
+                    },
                 };
             }
         }

@@ -7,10 +7,11 @@
 //! and fragment offset, TTL, checksum and the mutable options; IPv6 traffic class, flow
 //! label, hop limit and the data of options marked mutable), the AH header with the ICV
 //! zeroed (its padding included as it stands), the payload, and with ESN the high 32
-//! sequence bits appended (§3.3.3.2.1). What the ICV covers is copied, contiguous, into a
-//! text arena the caller owns (one per burst, reused, so nothing allocates per packet),
-//! where the copy is zeroed: the packet itself is never modified before it is authentic,
-//! and the burst's ICVs go to the crypto back-end together (multi-buffer).
+//! sequence bits appended (§3.3.3.2.1). The ICV runs over the packet itself: its mutable
+//! fields and ICV are zeroed in place and, with ESN, the high bits appended, after the
+//! bytes that change are saved to an arena the caller owns (one per burst, reused, so
+//! nothing allocates per packet); afterwards they are put back. The burst's ICVs go to the
+//! crypto back-end together (multi-buffer), and no payload is copied.
 //!
 //! Not handled (the packet is dropped as `ah_unsupported`): IPv4 source-route options and
 //! IPv6 routing headers in front of AH, whose "mutable but predictable" addresses would
@@ -140,25 +141,31 @@ fn seq_hi(seq: u64, esn: bool) -> Option<u32> {
     esn.then_some((seq >> 32) as u32)
 }
 
-/// One packet's part in a burst's ICV computation: where the text its ICV covers lies in
-/// the burst's text arena, its AES-GMAC IV, and where its ICV sits in the packet.
+/// One packet's part in a burst's ICV computation, prepared in place ([`prepare`]): where
+/// its saved front (the headers through the ICV, as they were) lies in the burst's arena,
+/// its AES-GMAC IV, where its ICV sits, and how many bytes were appended for the ICV.
 #[derive(Debug, Clone, Copy)]
 pub struct IcvJob {
-    /// Where the covered text starts in the arena (`arena[text_start..text_end]`).
-    pub text_start: usize,
-    /// Where it ends.
-    pub text_end: usize,
-    /// AES-GMAC's IV from the AH header (zero for the MACs).
-    pub iv: [u8; GMAC_IV_LEN],
+    /// Where the saved front starts in the arena; it is `icv_end` bytes long.
+    pub saved_at: usize,
     /// Offset of the ICV in the packet.
     pub icv_at: usize,
+    /// Offset of the end of the ICV (the length of the saved front).
+    pub icv_end: usize,
+    /// AES-GMAC's IV from the AH header (zero for the MACs).
+    pub iv: [u8; GMAC_IV_LEN],
+    /// Bytes appended to the packet (ESN's high sequence bits), taken off by [`restore`].
+    pub appended: usize,
 }
 
-/// Appends to `arena` what the ICV of the AH packet `d` covers, as RFC 4302 §3.3.3
-/// describes: the headers with mutable fields and the ICV zeroed, the rest of the packet,
-/// and with ESN the high sequence bits. `d` is not modified; on error nothing is appended.
-fn lay_out(
-    d: &[u8],
+/// Makes the AH packet in `pkt` what its ICV covers, in place, as RFC 4302 §3.3.3
+/// describes: the headers' mutable fields and the ICV zeroed and, with ESN, the high
+/// sequence bits appended, so that the ICV runs over the packet itself (no copy of the
+/// payload). What is changed is saved to `arena` first; [`restore`] puts it back (the
+/// caller restores every prepared packet, authentic or not). On error the packet is as it
+/// was and nothing is left in the arena.
+fn prepare(
+    pkt: &mut Packet,
     at: AhAt,
     key: &AhKey,
     seq_hi: Option<u32>,
@@ -166,29 +173,59 @@ fn lay_out(
 ) -> Result<IcvJob, DropReason> {
     let iv_end = at.off + FIXED_LEN + key.iv_len();
     let icv_end = iv_end + key.icv_len();
-    let front = d.get(..at.off + at.len).ok_or(DropReason::Truncated)?;
-    if icv_end > front.len() {
+    let d = pkt.data();
+    if at.off + at.len > d.len() || icv_end > at.off + at.len {
         return Err(DropReason::Truncated);
     }
-    let start = arena.len();
-    arena.extend_from_slice(front);
-    if let Err(r) = zero_mutable(&mut arena[start..start + at.off], at.v4) {
-        arena.truncate(start);
-        return Err(r);
-    }
-    arena[start + iv_end..start + icv_end].fill(0);
-    arena.extend_from_slice(&d[at.off + at.len..]);
-    if let Some(hi) = seq_hi {
-        arena.extend_from_slice(&hi.to_be_bytes());
-    }
+    let saved_at = arena.len();
+    arena.extend_from_slice(&d[..icv_end]);
     let mut iv = [0u8; GMAC_IV_LEN];
     iv[..key.iv_len()].copy_from_slice(&d[at.off + FIXED_LEN..iv_end]);
-    Ok(IcvJob {
-        text_start: start,
-        text_end: arena.len(),
-        iv,
+    let mut job = IcvJob {
+        saved_at,
         icv_at: iv_end,
-    })
+        icv_end,
+        iv,
+        appended: 0,
+    };
+    let d = pkt.data_mut();
+    d[iv_end..icv_end].fill(0);
+    let zeroed = zero_mutable(&mut d[..at.off], at.v4);
+    let appended = match (zeroed, seq_hi) {
+        (Err(r), _) => Err(r),
+        (Ok(()), None) => Ok(0),
+        (Ok(()), Some(hi)) => match pkt.push_back(4) {
+            Some(d) => {
+                let n = d.len();
+                d[n - 4..].copy_from_slice(&hi.to_be_bytes());
+                Ok(4)
+            }
+            None => Err(DropReason::TooBig),
+        },
+    };
+    match appended {
+        Ok(n) => {
+            job.appended = n;
+            Ok(job)
+        }
+        Err(r) => {
+            restore(pkt, &job, arena);
+            arena.truncate(saved_at);
+            Err(r)
+        }
+    }
+}
+
+/// Undoes [`prepare`]: the appended bytes taken off, the headers and the ICV field as they
+/// were.
+pub fn restore(pkt: &mut Packet, job: &IcvJob, arena: &[u8]) {
+    if job.appended > 0 {
+        pkt.truncate(pkt.len().saturating_sub(job.appended));
+    }
+    let saved = arena.get(job.saved_at..job.saved_at + job.icv_end);
+    if let (Some(dst), Some(src)) = (pkt.data_mut().get_mut(..job.icv_end), saved) {
+        dst.copy_from_slice(src);
+    }
 }
 
 /// What an outbound AH packet needs next.
@@ -204,8 +241,8 @@ pub struct Protected {
 
 /// Adds AH for `sa` (whose key is `key`) with sequence number `seq` to the IP packet in
 /// `pkt` (plaintext, or an ESP packet when AH is the outer SA of a bundle), all but the
-/// ICV: its field is left zero and what it covers is appended to `arena`, for the burst's
-/// ICVs to be computed together; [`write_icv`] puts it in.
+/// ICV, and prepares the packet in place for it ([`prepare`]), for the burst's ICVs to be
+/// computed together; then [`restore`] and [`write_icv`].
 pub fn stage_protect(
     pkt: &mut Packet,
     sa: &Sa,
@@ -272,7 +309,7 @@ pub fn stage_protect(
         len: ah_len,
         v4,
     };
-    let job = lay_out(d, at, key, seq_hi(seq, sa.esn), arena)?;
+    let job = prepare(pkt, at, key, seq_hi(seq, sa.esn), arena)?;
     let done = Protected {
         route_v4: route.0,
         route_dst: route.1,
@@ -293,12 +330,14 @@ pub fn protect(
     arena.clear();
     let (done, job) = stage_protect(pkt, sa, key, seq, arena)?;
     let mut ops = [AhOp {
-        text: &mut arena[job.text_start..job.text_end],
+        text: pkt.data_mut(),
         iv: job.iv,
         icv: None,
     }];
     key.tag_burst(&mut ops);
-    let icv = ops[0].icv.take().ok_or(DropReason::CryptoFailed)?;
+    let icv = ops[0].icv.take();
+    restore(pkt, &job, arena);
+    let icv = icv.ok_or(DropReason::CryptoFailed)?;
     write_icv(pkt, &job, icv.as_slice(), key.icv_len());
     Ok(done)
 }
@@ -428,11 +467,11 @@ pub fn classify(
     }))
 }
 
-/// Appends to `arena` what the ICV of the AH packet in `pkt` (trimmed to its IP length)
-/// covers, with the full sequence number `seq`, for the burst's ICVs to be computed
-/// together; [`is_authentic`] then compares. Changes nothing in the packet.
+/// Prepares the AH packet in `pkt` (trimmed to its IP length) in place for its ICV with
+/// the full sequence number `seq` ([`prepare`]: what changes is saved to `arena`), for the
+/// burst's ICVs to be computed together; then [`is_authentic`] and [`restore`].
 pub fn stage_verify(
-    pkt: &Packet,
+    pkt: &mut Packet,
     job: &AhJob,
     key: &AhKey,
     seq: u64,
@@ -444,13 +483,13 @@ pub fn stage_verify(
         len: job.ah_len,
         v4: job.v4,
     };
-    lay_out(pkt.data(), at, key, seq_hi(seq, esn), arena)
+    prepare(pkt, at, key, seq_hi(seq, esn), arena)
 }
 
-/// Whether the ICV in the packet is `icv` (computed for `job`), compared in constant time;
-/// a missing ICV is not authentic.
-pub fn is_authentic(pkt: &Packet, job: &IcvJob, icv: Option<&[u8]>, icv_len: usize) -> bool {
-    let received = pkt.data().get(job.icv_at..job.icv_at + icv_len);
+/// Whether the ICV the packet arrived with (saved in `arena` by [`prepare`]) is `icv`
+/// (computed for `job`), compared in constant time; a missing ICV is not authentic.
+pub fn is_authentic(arena: &[u8], job: &IcvJob, icv: Option<&[u8]>, icv_len: usize) -> bool {
+    let received = arena.get(job.saved_at + job.icv_at..job.saved_at + job.icv_at + icv_len);
     match (received, icv.and_then(|t| t.get(..icv_len))) {
         (Some(r), Some(t)) => espgw_crypto::ct::ct_eq(r, t),
         _ => false,

@@ -1,7 +1,8 @@
 //! AH's burst stage: per SA, one crypto call for the ICVs of all its packets in the burst.
 //!
-//! Each packet's covered text (headers with mutable fields zeroed, payload, ESN bits) is
-//! laid out in one arena ([`ah::stage_protect`], [`ah::stage_verify`]), and the SA's key
+//! Each packet is made what its ICV covers in place (headers' mutable fields and ICV
+//! zeroed, ESN bits appended; what changes is saved to an arena and put back afterwards:
+//! [`ah::stage_protect`], [`ah::stage_verify`], [`ah::restore`]), and the SA's key
 //! computes the ICVs of the burst together: intel-ipsec-mb's multi-buffer job API hashes
 //! several packets at once in SIMD lanes (one packet at a time took AH HMAC-SHA-256 to
 //! 0.4x of ESP NULL with the same HMAC; see the README's performance section).
@@ -91,12 +92,13 @@ impl Pipeline {
         let Some(key) = sa.ah_key() else {
             return;
         };
-        self.compute_icvs(key);
+        self.compute_icvs(key, pkts);
         let icv_len = key.icv_len();
         for j in 0..self.ah_pending.len() {
             let AhPending { k, icv, out, .. } = self.ah_pending[j];
             let p = &mut pkts[k];
-            let (Some(tag), Some(done)) = (&self.ah_icvs[j], out) else {
+            ah::restore(p, &icv, &self.ah_text);
+            let (Some(Some(tag)), Some(done)) = (self.ah_icvs.get(j), out) else {
                 // Never sent without its ICV.
                 self.slots[k] = self.drop_classified(t, p, DropReason::CryptoFailed, Some(sa_idx));
                 continue;
@@ -169,14 +171,19 @@ impl Pipeline {
                 }
             }
         }
-        self.compute_icvs(key);
+        self.compute_icvs(key, pkts);
         let icv_len = key.icv_len();
         // Authenticate first, then the window: a forged packet never moves it.
         let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
         for j in 0..self.ah_pending.len() {
             let AhPending { k, seq, icv, .. } = self.ah_pending[j];
-            let tag = self.ah_icvs[j].as_ref().map(|t| t.as_slice());
-            let verdict = if !ah::is_authentic(&pkts[k], &icv, tag, icv_len) {
+            ah::restore(&mut pkts[k], &icv, &self.ah_text);
+            let tag = self
+                .ah_icvs
+                .get(j)
+                .and_then(|t| t.as_ref())
+                .map(|t| t.as_slice());
+            let verdict = if !ah::is_authentic(&self.ah_text, &icv, tag, icv_len) {
                 Err(DropReason::AuthFailed)
             } else if !w.check_and_update(seq) {
                 Err(DropReason::Replay)
@@ -196,21 +203,19 @@ impl Pipeline {
         }
     }
 
-    /// Every pending packet's ICV, in one call to the SA's key (`ah_icvs[j]` for
-    /// `ah_pending[j]`).
-    fn compute_icvs(&mut self, key: &AhKey) {
+    /// Every pending packet's ICV, in one call to the SA's key over the prepared packets
+    /// (`ah_icvs[j]` for `ah_pending[j]`).
+    fn compute_icvs(&mut self, key: &AhKey, pkts: &mut [Packet]) {
         let mut ops: Vec<AhOp<'_>> = Vec::with_capacity(self.ah_pending.len());
-        let mut rest = &mut self.ah_text[..];
-        let mut at = 0;
-        for p in &self.ah_pending {
-            // The texts were appended in this order, one after the other.
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(p.icv.text_start - at);
-            let (text, tail) = tail.split_at_mut(p.icv.text_end - p.icv.text_start);
-            rest = tail;
-            at = p.icv.text_end;
+        // The pending packets are in burst order.
+        let mut pending = self.ah_pending.iter().peekable();
+        for (k, p) in pkts.iter_mut().enumerate() {
+            let Some(next) = pending.next_if(|n| n.k == k) else {
+                continue;
+            };
             ops.push(AhOp {
-                text,
-                iv: p.icv.iv,
+                text: p.data_mut(),
+                iv: next.icv.iv,
                 icv: None,
             });
         }

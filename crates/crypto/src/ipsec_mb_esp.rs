@@ -227,7 +227,10 @@ mod imp {
         esn: bool,
     ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
         let (cipher, hash) = library_ids(suite, esn)?;
-        Some(build(suite, cipher, hash, enc_key, auth_key, esn))
+        Some(
+            build_mb(suite, cipher, hash, enc_key, auth_key, esn)
+                .map(|k| Arc::new(k) as Arc<dyn EspKey>),
+        )
     }
 
     /// AH's ICV through the library for `integ`: every AH algorithm has a multi-buffer
@@ -261,19 +264,6 @@ mod imp {
             build_mb(suite, cipher, hash, enc_key, auth_key, false)
                 .map(|esp| Box::new(MbAh { esp }) as Box<dyn AhBurst>),
         )
-    }
-
-    fn build(
-        suite: Suite,
-        cipher: i32,
-        hash: i32,
-        enc_key: &[u8],
-        auth_key: &[u8],
-        esn: bool,
-    ) -> Result<Arc<dyn EspKey>, CryptoError> {
-        Ok(Arc::new(build_mb(
-            suite, cipher, hash, enc_key, auth_key, esn,
-        )?))
     }
 
     fn build_mb(

@@ -2,16 +2,11 @@
 //! and the portable MACs) gives the published known answers through `tag_burst`, and the
 //! same ICVs as the portable one-packet `tag` for random bursts of mixed sizes.
 
+mod common;
+
+use common::hex;
 use espgw_crypto::{all_providers, AhKey, AhOp, Integrity};
 use proptest::prelude::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 const ALL: [Integrity; 9] = [
     Integrity::HmacSha1_96,

@@ -3,20 +3,15 @@
 //! implementation) where the RFC gives none. Every transform is also checked against
 //! tampering: a flipped ICV, ciphertext, IV or header byte must fail and zero the text.
 
+mod common;
+
 use std::sync::Arc;
 
 use aes::cipher::{BlockEncrypt, KeyInit};
+use common::hex;
 use espgw_crypto::integrity::MacKey;
 use espgw_crypto::suite::all_esp_suites;
 use espgw_crypto::{all_providers, esp_key, Encryption, EspKey, EspOp, Integrity, Suite};
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 /// The suite's transform from every back-end built here (intel-ipsec-mb's multi-buffer
 /// path where it has the suite, and the portable one), each named for the messages.

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import ESPGW, ROOT, sh, wait_for
+from conftest import ESPGW, ROOT, sh, start_capture, wait_for
 
 P = "espgw-ike-"
 H1, GW1, GW2, H2 = P + "h1", P + "gw1", P + "gw2", P + "h2"
@@ -384,11 +384,7 @@ def test_ikev2_negotiates_sas_that_espgw_carries(ike_bed):
     # AF_PACKET variant checks the wire with tshark, this one the SA counters.
     xdp = ike_bed["io"] == "af-xdp"
     caps = {} if xdp else {g: tmp / f"transport-{g}.pcap" for g in (GW1, GW2)}
-    tsharks = [subprocess.Popen(["ip", "netns", "exec", g, "tshark", "-q", "-i", "north", "-f",
-                                 "esp or udp port 4500", "-a", "duration:5", "-w", str(c)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-               for g, c in caps.items()]
-    time.sleep(1.5)
+    tsharks = [start_capture(g, "north", c, 5, bpf="esp or udp port 4500") for g, c in caps.items()]
     ping = ns(H1, "ping", "-c", "5", "-i", "0.2", "-W", "2", "203.0.113.10", check=False)
     assert " 0% packet loss" in ping.stdout, ping.stdout + logs
     for t in tsharks:
@@ -441,10 +437,7 @@ def rekey_under_load(ike_bed, initiate_both):
     assert out.returncode == 0, out.stdout + out.stderr
     assert wait_for(lambda: show(ctls[GW2], "keying")["negotiated_sas"] == 2, timeout=10)
     cap = tmp / "north.pcap"
-    tshark = subprocess.Popen(["ip", "netns", "exec", GW2, "tshark", "-q", "-i", "north", "-f",
-                               "udp port 9300", "-a", "duration:66", "-w", str(cap)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(2)
+    tshark = start_capture(GW2, "north", cap, 66, bpf="udp port 9300")
     rx = subprocess.Popen(["ip", "netns", "exec", H2, str(pathlib.Path(ESPGW).with_name("espgw-lab")),
                            "testbed", "udp-recv", "--port", "9300", "--seconds", "64"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -14,7 +14,7 @@ from scapy.all import IP, rdpcap
 from scapy.layers.ipsec import ESP
 
 from conftest import (LAB, ESPGW, STATE, assert_confined, bed_down, bed_up, gateway_file, nspopen,
-                      sh, show, wait_for)
+                      sh, show, start_capture, wait_for)
 
 GW1_SPI = 0x1001
 
@@ -28,11 +28,7 @@ def fresh_bed():
 
 def capture(path, seconds):
     """tshark on the transport bridge, ESP only, for `seconds`."""
-    p = subprocess.Popen(["ip", "netns", "exec", "espgw-wan", "tshark", "-q", "-i", "br0",
-                          "-f", "esp", "-a", f"duration:{seconds}", "-w", str(path)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # tshark's start-up
-    return p
+    return start_capture("espgw-wan", "br0", path, seconds, bpf="esp")
 
 
 def traffic(seconds, rate=2000):
@@ -83,7 +79,7 @@ def test_sigkill_under_traffic_repeats_no_sequence_number(fresh_bed, tmp_path):
     assert_confined(int((STATE / "gw1.pid").read_text()))
     tx.communicate(timeout=30)
     rx_out, _ = rx.communicate(timeout=30)
-    cap.communicate(timeout=30)
+    cap.wait(timeout=30)
     seqs = gw1_sequence_numbers(pcap)
     assert_never_twice(seqs)
     # Both lives sent: the second from above the first's reservation (2^20 numbers).
@@ -126,7 +122,7 @@ def test_reload_that_removes_and_adds_the_sa_repeats_no_sequence_number(fresh_be
     reload_gw1(back)
     tx.communicate(timeout=30)
     rx.communicate(timeout=30)
-    cap.communicate(timeout=30)
+    cap.wait(timeout=30)
     seqs = gw1_sequence_numbers(pcap)
     assert_never_twice(seqs)
     assert any(s > 1 << 20 for s in seqs), "the re-added SA resumed above the old reservation"

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import (ESPGW, GW1_TO_GW2, GW2_TO_GW1, bed_down, bed_up, nsx, nspopen, sh,
-                      show)
+                      show, start_capture)
 
 ADDR = {("h1", 4): "198.51.100.2", ("h2", 4): "203.0.113.2",
         ("h1", 6): "2001:db8:100::2", ("h2", 6): "2001:db8:113::2"}
@@ -86,8 +86,7 @@ def tshark_uat(sa, src, dst):
 def test_transport_link_carries_only_esp_and_tshark_decrypts(io_bed, tmp_path):
     cap = tmp_path / "wan.pcap"
     # Capture on the transport bridge while both directions carry traffic.
-    dump = nspopen("wan", "tshark", "-q", "-i", "br0", "-w", cap, "-a", "duration:6")
-    time.sleep(1.5)
+    dump = start_capture("espgw-wan", "br0", cap, 6)
     nsx("h1", "ping", "-c", "5", "-i", "0.2", ADDR[("h2", 4)])
     nsx("h2", "ping", "-6", "-c", "5", "-i", "0.2", ADDR[("h1", 6)])
     dump.wait(timeout=30)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import (LAB, ESPGW, GW1_TO_GW2, STATE, assert_confined, bed_down, bed_up, nsx, nspopen, sh,
-                      show, wait_for)
+                      show, start_capture, wait_for)
 from test_traffic import tshark_uat
 
 
@@ -43,9 +43,7 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     # was in (the one exception to the ordered spread's order; README).
     nsx("h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.2")
     cap = tmp_path / "wan.pcap"
-    dump = nspopen("wan", "tshark", "-q", "-i", "br0", "-f", "esp", "-w", cap,
-                   "-a", "duration:5")
-    time.sleep(1.5)
+    dump = start_capture("espgw-wan", "br0", cap, 5, bpf="esp")
     # Enough flows that the flow hash puts some on each worker (all on one: p = 2^-11).
     flows = 12
     rx = [nspopen("h2", LAB, "testbed", "udp-recv", "--port", 9200 + i, "--seconds", "6")

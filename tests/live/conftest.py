@@ -5,13 +5,15 @@ import os
 import pathlib
 import pwd
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from capture import start_capture  # noqa: E402,F401  (re-exported to the live tests)
 STATE = pathlib.Path("/run/espgw-testbed")
 
 # The built-in default configurations' keys (public demonstration keys).
@@ -108,32 +110,6 @@ def nsx(ns, *args, **kw):
 def nspopen(ns, *args, **kw):
     return subprocess.Popen(["ip", "netns", "exec", f"espgw-{ns}", *[str(a) for a in args]],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def start_capture(netns, iface, path, seconds, bpf=None):
-    """tshark writing `iface` in `netns` to `path` for `seconds`, returned once it captures.
-
-    tshark's start-up (loading its dissectors, then starting dumpcap) takes from well under a
-    second to several on a loaded machine; a fixed sleep before the traffic lost the first
-    packets now and then. Its "Capturing on ..." line comes before dumpcap runs, so it proves
-    nothing; "Capture started." comes once dumpcap has opened the interface and the file."""
-    args = ["ip", "netns", "exec", netns, "tshark", "-q", "-i", iface, "-a", f"duration:{seconds}",
-            "-w", str(path)] + (["-f", bpf] if bpf else [])
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    started = threading.Event()
-    said = []
-
-    def drain():  # reads stderr to the end so that tshark never blocks on a full pipe
-        for line in p.stderr:
-            said.append(line)
-            if "Capture started" in line:
-                started.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    if not started.wait(timeout=30):
-        p.kill()
-        raise RuntimeError(f"tshark did not start capturing on {netns}/{iface}: {''.join(said)}")
-    return p
 
 
 def show(gw, what):

@@ -14,11 +14,14 @@ import pwd
 import re
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from capture import start_capture  # noqa: E402
 DEB = os.environ.get("ESPGW_DEB", "")
 ESPGW = os.environ.get("ESPGW_BIN", str(ROOT / "target" / "release" / "espgw"))
 # The lab (test bed, frame counter) runs the installed gateway through --gateway-cmd.
@@ -266,13 +269,10 @@ def test_installed_esp_decrypts_in_tshark(installed, tmp_path):
     pcap = tmp_path / "wan.pcap"
     try:
         assert up.returncode == 0, up.stderr
-        cap = subprocess.Popen(["ip", "netns", "exec", "espgw-wan", "tshark", "-q", "-i", "br0",
-                                "-a", "duration:4", "-w", str(pcap)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        cap = start_capture("espgw-wan", "br0", pcap, 4)
         sh("ip", "netns", "exec", "espgw-h1", "ping", "-c", "5", "-i", "0.2", "-W", "2",
            "203.0.113.2", check=False, timeout=30)
-        cap.communicate(timeout=30)
+        cap.wait(timeout=30)
     finally:
         sh(LAB, "testbed", "down", check=False, timeout=60)
     uat = (f'uat:esp_sa:"IPv4","192.0.2.1","192.0.2.2","0x{GW1_SPI:08x}",'

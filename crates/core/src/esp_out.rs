@@ -28,13 +28,14 @@ pub struct SealJob {
     /// identification is taken from the sequence number.
     pub outer_ipv4: bool,
     /// Offset of the ESP header inside the packet.
-    pub esp_off: usize,
+    pub esp_off: u16,
     /// Offset of the text to encrypt inside the packet, and its length without the ICV.
-    pub text_off: usize,
+    pub text_off: u16,
     /// Length of the text without the ICV.
-    pub text_len: usize,
-    /// Offset of a UDP header whose checksum must be filled after encryption (IPv6 outer).
-    pub udp_v6_checksum_at: Option<usize>,
+    pub text_len: u16,
+    /// Offset of a UDP header whose checksum must be filled after encryption (IPv6 outer);
+    /// 0: none (an IP header always comes first, so 0 is never a UDP header's offset).
+    pub udp_v6_checksum_at: u16,
     /// Destination for routing: family and address of the packet as it leaves.
     pub route_v4: bool,
     /// Destination address of the packet as it leaves, for routing.
@@ -43,6 +44,10 @@ pub struct SealJob {
     /// mode), for counters and byte lifetimes.
     pub payload_len: u32,
 }
+
+// Offsets and lengths inside a packet buffer are kept as u16 in the job (a smaller slot per
+// packet, written once per pass over the burst): they always fit.
+const _: () = assert!(crate::packet::BUF_SIZE <= u16::MAX as usize);
 
 /// Appends padding, pad length and next header after the first `payload_end` bytes, and
 /// room for the ICV. Returns the text length (payload + trailer).
@@ -103,7 +108,7 @@ pub fn encapsulate(
             let total = pkt.len();
             let d = pkt.data_mut();
             write_esp_header(d, ip_len + udp_len, sa, seq);
-            let mut udp_v6_checksum_at = None;
+            let mut udp_v6_checksum_at = 0;
             if let Some(u) = sa.udp {
                 udp::emit(
                     &mut d[ip_len..],
@@ -113,7 +118,7 @@ pub fn encapsulate(
                 )
                 .map_err(|_| DropReason::TooBig)?;
                 if !outer_v4 {
-                    udp_v6_checksum_at = Some(ip_len);
+                    udp_v6_checksum_at = ip_len as u16;
                 }
             }
             let protocol = if sa.udp.is_some() {
@@ -126,9 +131,9 @@ pub fn encapsulate(
             Ok(SealJob {
                 seq,
                 outer_ipv4: outer_v4,
-                esp_off: ip_len + udp_len,
-                text_off: front,
-                text_len,
+                esp_off: (ip_len + udp_len) as u16,
+                text_off: front as u16,
+                text_len: text_len as u16,
                 udp_v6_checksum_at,
                 route_v4,
                 route_dst,
@@ -152,7 +157,7 @@ pub fn encapsulate(
             } else {
                 proto::ESP
             };
-            let mut udp_v6_checksum_at = None;
+            let mut udp_v6_checksum_at = 0;
             if let Some(u) = sa.udp {
                 udp::emit(
                     &mut d[hdr_len..],
@@ -162,7 +167,7 @@ pub fn encapsulate(
                 )
                 .map_err(|_| DropReason::TooBig)?;
                 if !info.key.v4 {
-                    udp_v6_checksum_at = Some(hdr_len);
+                    udp_v6_checksum_at = hdr_len as u16;
                 }
             }
             d[nh_at] = protocol;
@@ -170,9 +175,9 @@ pub fn encapsulate(
             Ok(SealJob {
                 seq,
                 outer_ipv4: false,
-                esp_off: hdr_len + udp_len,
-                text_off: hdr_len + gap,
-                text_len,
+                esp_off: (hdr_len + udp_len) as u16,
+                text_off: (hdr_len + gap) as u16,
+                text_len: text_len as u16,
                 udp_v6_checksum_at,
                 route_v4: info.key.v4,
                 route_dst: info.key.dst,
@@ -187,7 +192,8 @@ pub fn encapsulate(
 /// updated, RFC 1624) and the job's number.
 #[inline(always)]
 pub fn set_seq(d: &mut [u8], job: &mut SealJob, seq: u64) {
-    if let Some(f) = d.get_mut(job.esp_off + 4..job.esp_off + 8) {
+    let esp = usize::from(job.esp_off);
+    if let Some(f) = d.get_mut(esp + 4..esp + 8) {
         f.copy_from_slice(&(seq as u32).to_be_bytes());
     }
     if job.outer_ipv4 {
@@ -206,9 +212,10 @@ pub fn set_seq(d: &mut [u8], job: &mut SealJob, seq: u64) {
 /// ciphertext.
 #[inline]
 pub fn finish(pkt: &mut Packet, job: &SealJob) {
-    let Some(at) = job.udp_v6_checksum_at else {
+    if job.udp_v6_checksum_at == 0 {
         return;
-    };
+    }
+    let at = usize::from(job.udp_v6_checksum_at);
     let d = pkt.data_mut();
     let Ok(v6) = Ipv6Packet::new_checked(&*d) else {
         return;

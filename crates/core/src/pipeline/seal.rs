@@ -187,7 +187,8 @@ impl Pipeline {
             let d = p.data_mut();
             esp_out::set_seq(d, job, seq);
             bytes += u64::from(job.payload_len);
-            let esp = &mut d[job.esp_off..job.text_off + job.text_len + icv];
+            let esp_end = usize::from(job.text_off) + usize::from(job.text_len) + icv;
+            let esp = &mut d[usize::from(job.esp_off)..esp_end];
             ops.push(EspOp { esp, seq });
         }
         let sealed = ops.len() as u64;

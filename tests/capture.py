@@ -1,8 +1,11 @@
-"""A tshark capture that the tests start before their traffic (shared by tests/live and
-tests/package)."""
+"""Waiting for what the tests start before their traffic (shared by tests/live and
+tests/package): a tshark capture, a test-bed UDP receiver."""
 
+import os
+import select
 import subprocess
 import threading
+import time
 
 
 def start_capture(netns, iface, path, seconds, bpf=None):
@@ -28,4 +31,24 @@ def start_capture(netns, iface, path, seconds, bpf=None):
     if not started.wait(timeout=30):
         p.kill()
         raise RuntimeError(f"tshark did not start capturing on {netns}/{iface}: {''.join(said)}")
+    return p
+
+
+def listening(p, timeout=30):
+    """Returns `p`, an `espgw-lab testbed udp-recv`, once it has bound its socket: it says
+    "udp-recv: listening on ..." on stderr (a fixed sleep was a guess, and datagrams sent
+    before the bind are lost). The line is read byte by byte from the descriptor, so that
+    nothing written after it is taken from a later `communicate()`."""
+    fd, line, end = p.stderr.fileno(), b"", time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            p.kill()
+            raise RuntimeError(f"udp-recv did not start listening: {line!r}")
+        byte = os.read(fd, 1)
+        if not byte:
+            raise RuntimeError(f"udp-recv ended before listening: {line!r} {p.communicate()}")
+        line += byte
+    if b"udp-recv: listening on" not in line:
+        raise RuntimeError(f"udp-recv said something else first: {line!r}")
     return p

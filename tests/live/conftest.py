@@ -13,7 +13,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from capture import start_capture  # noqa: E402,F401  (re-exported to the live tests)
+from capture import listening, start_capture  # noqa: E402,F401  (re-exported to the live tests)
 STATE = pathlib.Path("/run/espgw-testbed")
 
 # The built-in default configurations' keys (public demonstration keys).

@@ -5,15 +5,14 @@ import json
 import re
 import time
 
-from conftest import ESPGW, LAB, STATE, bed_down, bed_up, nsx, nspopen, sh
+from conftest import ESPGW, LAB, STATE, bed_down, bed_up, listening, nsx, nspopen, sh
 
 
 def test_busy_polling_gateways_forward_and_log_the_setting():
     bed_up("--io", "af-xdp", "--workers", "2", "--run-args=--busy-poll 50 --busy-poll-budget 32")
     try:
         nsx("h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.2")
-        rx = nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9300", "--seconds", "4")
-        time.sleep(0.3)
+        rx = listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9300", "--seconds", "4"))
         tx = nspopen("h1", LAB, "testbed", "udp-send", "--dst", "203.0.113.2:9300",
                      "--size", "300", "--seconds", "2", "--rate", "2000")
         tx.communicate(timeout=30)

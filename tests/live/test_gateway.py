@@ -7,7 +7,7 @@ import pathlib
 import time
 
 from conftest import (LAB, ESPGW, GATEWAY_USER, STATE, assert_confined, gateway_file, metrics, nsx,
-                      nspopen, sh, show, wait_for)
+                      listening, nspopen, sh, show, wait_for)
 
 TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
 
@@ -220,8 +220,7 @@ port = "north"
 def test_reload_under_traffic_loses_nothing(bed, tmp_path):
     base = (STATE / "gw1.toml").read_text()
     seq0 = {s["name"]: s["seq"] for s in show("gw1", "sa")}
-    rx = nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9100", "--seconds", "7")
-    time.sleep(0.5)
+    rx = listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9100", "--seconds", "7"))
     tx = nspopen("h1", LAB, "testbed", "udp-send", "--dst", "203.0.113.2:9100",
                  "--size", "200", "--seconds", "5", "--rate", "2000")
     time.sleep(1.0)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import ESPGW, ROOT, sh, start_capture, wait_for
+from conftest import ESPGW, ROOT, listening, sh, start_capture, wait_for
 
 P = "espgw-ike-"
 H1, GW1, GW2, H2 = P + "h1", P + "gw1", P + "gw2", P + "h2"
@@ -441,7 +441,7 @@ def rekey_under_load(ike_bed, initiate_both):
     rx = subprocess.Popen(["ip", "netns", "exec", H2, str(pathlib.Path(ESPGW).with_name("espgw-lab")),
                            "testbed", "udp-recv", "--port", "9300", "--seconds", "64"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    listening(rx)
     tx = subprocess.Popen(["ip", "netns", "exec", H1, str(pathlib.Path(ESPGW).with_name("espgw-lab")),
                            "testbed", "udp-send", "--dst", "203.0.113.10:9300", "--size", "100",
                            "--seconds", os.environ.get("IKE_LOAD_SECONDS", "60"), "--rate", "20000"],
@@ -529,7 +529,7 @@ def paced_stream(bed, seconds, action, rate=1000, port=9400):
     rx = subprocess.Popen(["ip", "netns", "exec", H2, lab, "testbed", "udp-recv", "--port",
                            str(port), "--seconds", str(seconds + 4)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    listening(rx)
     tx = subprocess.Popen(["ip", "netns", "exec", H1, lab, "testbed", "udp-send", "--dst",
                            f"203.0.113.10:{port}", "--size", "100", "--seconds", str(seconds),
                            "--rate", str(rate)],

@@ -14,7 +14,7 @@ from scapy.all import IP, rdpcap
 from scapy.layers.ipsec import ESP
 
 from conftest import (LAB, ESPGW, STATE, assert_confined, bed_down, bed_up, gateway_file, nspopen,
-                      sh, show, start_capture, wait_for)
+                      listening, sh, show, start_capture, wait_for)
 
 GW1_SPI = 0x1001
 
@@ -32,9 +32,8 @@ def capture(path, seconds):
 
 
 def traffic(seconds, rate=2000):
-    rx = nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9200",
-                 "--seconds", str(seconds + 3))
-    time.sleep(0.3)
+    rx = listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", "9200",
+                           "--seconds", str(seconds + 3)))
     tx = nspopen("h1", LAB, "testbed", "udp-send", "--dst", "203.0.113.2:9200",
                  "--size", "100", "--rate", str(rate), "--seconds", str(seconds))
     return tx, rx

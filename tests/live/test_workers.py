@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import (LAB, ESPGW, GW1_TO_GW2, STATE, assert_confined, bed_down, bed_up, nsx, nspopen, sh,
-                      show, start_capture, wait_for)
+                      listening, show, start_capture, wait_for)
 from test_traffic import tshark_uat
 
 
@@ -46,9 +46,8 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     dump = start_capture("espgw-wan", "br0", cap, 5, bpf="esp")
     # Enough flows that the flow hash puts some on each worker (all on one: p = 2^-11).
     flows = 12
-    rx = [nspopen("h2", LAB, "testbed", "udp-recv", "--port", 9200 + i, "--seconds", "6")
+    rx = [listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", 9200 + i, "--seconds", "6"))
           for i in range(flows)]
-    time.sleep(0.3)
     tx = [nspopen("h1", LAB, "testbed", "udp-send", "--dst", f"203.0.113.2:{9200 + i}",
                   "--size", "100", "--seconds", "2", "--rate", "1000") for i in range(flows)]
     for p in tx:

@@ -48,8 +48,9 @@ pub(super) fn measure_udp(
     if v6 {
         rx_args.push("--v6");
     }
-    let rx = spawn_in("h2", &rx_args)?;
-    std::thread::sleep(Duration::from_millis(300));
+    let mut rx = spawn_in("h2", &rx_args)?;
+    // Kept open until the receiver has ended: it may still report an error there.
+    let rx_stderr = wait_listening(&mut rx)?;
     let dst = if v6 {
         format!("[2001:db8:113::2]:{port}")
     } else {
@@ -72,7 +73,30 @@ pub(super) fn measure_udp(
     let sent = wait_json(tx)?["sent"].as_u64().unwrap_or(0);
     let r: UdpReport =
         serde_json::from_value(wait_json(rx)?).map_err(|e| format!("bad receiver report: {e}"))?;
+    drop(rx_stderr);
     Ok((sent, r))
+}
+
+/// Waits until the `udp-recv` child has bound its socket (its first stderr line says so):
+/// datagrams sent before that would be lost, and a fixed delay is only a guess. Returns its
+/// stderr, which the caller keeps open while the child runs.
+fn wait_listening(rx: &mut std::process::Child) -> Result<std::process::ChildStderr, String> {
+    use std::io::Read;
+    let mut err = rx.stderr.take().ok_or("the UDP receiver has no stderr")?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    // One byte at a time: nothing after the line is consumed here. Bounded, as a line is.
+    while !line.ends_with(b"\n") && line.len() < 4096 {
+        match err.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    let line = String::from_utf8_lossy(&line);
+    if !line.contains(super::traffic::LISTENING) {
+        return Err(format!("the UDP receiver did not start: {}", line.trim()));
+    }
+    Ok(err)
 }
 
 pub(super) fn ping(from: &str, dst: &str) -> Result<String, String> {

@@ -133,6 +133,9 @@ pub fn udp_send(dst: SocketAddr, size: usize, seconds: f64, rate: u64) -> Result
     Ok(seq)
 }
 
+/// What `udp-recv` prints on stderr once its socket is bound.
+pub const LISTENING: &str = "udp-recv: listening on";
+
 /// Receives datagrams on `port` until `seconds` pass with `idle` seconds of quiet at the
 /// end, counting loss, duplicates and reordering by sequence number.
 pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> {
@@ -151,6 +154,9 @@ pub fn udp_recv(port: u16, v6: bool, seconds: f64) -> Result<UdpReport, String> 
     };
     s.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| e.to_string())?;
+    // Whoever starts the sender waits for this line (`LISTENING`) rather than guessing how
+    // long start-up takes: datagrams sent before the bind are lost, and counted so.
+    eprintln!("{LISTENING} {bind}");
     let mut seen = vec![0u64; 1 << 16];
     let mut r = UdpReport::default();
     let mut buf = vec![0u8; 65536];

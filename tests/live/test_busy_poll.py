@@ -3,9 +3,8 @@ set (read back from the kernel into the log), traffic flows through the tunnel a
 it, and a value out of range is refused before anything opens."""
 import json
 import re
-import time
 
-from conftest import ESPGW, LAB, STATE, bed_down, bed_up, listening, nsx, nspopen, sh
+from conftest import ESPGW, LAB, bed_down, bed_up, listening, nsx, nspopen, sh
 
 
 def test_busy_polling_gateways_forward_and_log_the_setting():

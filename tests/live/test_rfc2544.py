@@ -13,7 +13,7 @@ import time
 import jsonschema
 import pytest
 
-from conftest import LAB, ESPGW, ROOT, sh
+from conftest import LAB, ROOT, sh
 
 SCHEMA = json.loads((ROOT / "docs" / "rfc2544.schema.json").read_text())
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import (ESPGW, GW1_TO_GW2, GW2_TO_GW1, bed_down, bed_up, nsx, nspopen, sh,
+from conftest import (GW1_TO_GW2, GW2_TO_GW1, bed_down, bed_up, nsx, nspopen, sh,
                       show, start_capture)
 
 ADDR = {("h1", 4): "198.51.100.2", ("h2", 4): "203.0.113.2",

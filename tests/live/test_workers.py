@@ -7,11 +7,10 @@ order) must do better: the SA's numbers leave strictly increasing on the wire, a
 flow's packets are reordered at the receivers."""
 import collections
 import json
-import time
 
 import pytest
 
-from conftest import (LAB, ESPGW, GW1_TO_GW2, STATE, assert_confined, bed_down, bed_up, nsx, nspopen, sh,
+from conftest import (LAB, GW1_TO_GW2, STATE, assert_confined, bed_down, bed_up, nsx, nspopen, sh,
                       listening, show, start_capture, wait_for)
 from test_traffic import tshark_uat
 

@@ -301,15 +301,8 @@ pub fn all_providers() -> Vec<Arc<dyn CryptoProvider>> {
     v
 }
 
-/// Helpers shared by this crate's unit tests.
+/// Helpers shared by this crate's unit tests: the integration tests' own (one file, two
+/// compilation units).
 #[cfg(test)]
-pub(crate) mod test_util {
-    /// Bytes from hex digits; anything else (spaces, line breaks, colons) is skipped.
-    pub fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-}
+#[path = "../tests/common/mod.rs"]
+pub(crate) mod test_util;

@@ -23,9 +23,7 @@ use espgw_crypto::{AhKey, AhOp};
 use espgw_wire::{ipv6, proto};
 
 use crate::counters::DropReason;
-use crate::encap::{
-    emit_tunnel_header, fix_ip_length, restore_inner, restore_transport_header, transport_split,
-};
+use crate::encap::{fix_ip_length, restore_inner, restore_transport_header, transport_split};
 use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -257,22 +255,14 @@ pub fn stage_protect(
     pkt.truncate(info.total_len);
     let iv_icv = key.iv_len() + key.icv_len();
     let (ah_off, ah_len, next_header, v4, route, payload_len) = match sa.mode {
-        Mode::Tunnel { local, remote } => {
-            let v4 = local.is_ipv4();
+        Mode::Tunnel { .. } => {
+            let outer = sa.outer.as_ref().ok_or(DropReason::SaMismatch)?;
+            let v4 = outer.is_v4();
             let ah_len = header_len(iv_icv, v4);
-            let ip_len = if v4 { 20 } else { ipv6::HEADER_LEN };
+            let ip_len = outer.len();
             pkt.push_front(ip_len + ah_len).ok_or(DropReason::TooBig)?;
             let total = pkt.len();
-            let route = emit_tunnel_header(
-                pkt.data_mut(),
-                local,
-                remote,
-                proto::AH,
-                &info,
-                sa.ttl,
-                seq,
-                total,
-            )?;
+            let route = outer.write(pkt.data_mut(), &info, seq, total)?;
             let nh = if info.key.v4 {
                 proto::IPIP
             } else {

@@ -3,11 +3,14 @@
 //! where the protocol's header goes and how the IP header is fixed up around it. Both
 //! transforms (`esp_out`/`esp_in`, `ah`) call these; neither calls the other.
 
+use std::net::IpAddr;
+
+use espgw_wire::checksum;
 use espgw_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use espgw_wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
 
 use crate::counters::DropReason;
-use crate::flow::IpInfo;
+use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 
 /// RFC 6040 §4.2: the inner ECN field after decapsulation, or `None` to drop.
@@ -29,27 +32,44 @@ pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
 /// §2.7): applies RFC 6040 ECN decapsulation with the outer `outer_tos` and trims the packet
 /// to the inner header's own length.
 pub fn restore_inner(pkt: &mut Packet, inner_v4: bool, outer_tos: u8) -> Result<(), DropReason> {
-    let d = pkt.data_mut();
-    let outer_ecn = outer_tos & 3;
-    let inner_len = if inner_v4 {
+    restore_inner_parsed(pkt, inner_v4, outer_tos).map(|_| ())
+}
+
+/// [`restore_inner`], returning the inner packet's header as parsed: the header is read
+/// once, for the ECN field, the length and the caller's policy check and routing.
+#[inline(always)]
+pub fn restore_inner_parsed(
+    pkt: &mut Packet,
+    inner_v4: bool,
+    outer_tos: u8,
+) -> Result<IpInfo, DropReason> {
+    let mut info = parse_ip(pkt.data()).map_err(|_| DropReason::Malformed)?;
+    // The next header named the family; the header itself must agree.
+    if info.key.v4 != inner_v4 {
+        return Err(DropReason::Malformed);
+    }
+    let ecn = ecn_decap(outer_tos & 3, info.tos & 3).ok_or(DropReason::EcnDrop)?;
+    if ecn != info.tos & 3 {
+        set_ecn(pkt.data_mut(), inner_v4, ecn)?;
+        info.tos = (info.tos & !3) | ecn;
+    }
+    pkt.truncate(info.total_len);
+    Ok(info)
+}
+
+/// Rewrites the ECN field of the IP header at the start of `d` (and the IPv4 checksum).
+#[cold]
+fn set_ecn(d: &mut [u8], v4: bool, ecn: u8) -> Result<(), DropReason> {
+    if v4 {
         let mut ip = Ipv4Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
         let tos = ip.tos();
-        let ecn = ecn_decap(outer_ecn, tos & 3).ok_or(DropReason::EcnDrop)?;
-        if ecn != tos & 3 {
-            ip.set_tos((tos & !3) | ecn);
-            ip.fill_checksum();
-        }
-        ip.total_len()
+        ip.set_tos((tos & !3) | ecn);
+        ip.fill_checksum();
     } else {
         let mut ip = Ipv6Packet::new_checked(&mut *d).map_err(|_| DropReason::Malformed)?;
         let tc = ip.traffic_class();
-        let ecn = ecn_decap(outer_ecn, tc & 3).ok_or(DropReason::EcnDrop)?;
-        if ecn != tc & 3 {
-            ip.set_traffic_class((tc & !3) | ecn);
-        }
-        ip.total_len()
-    };
-    pkt.truncate(inner_len);
+        ip.set_traffic_class((tc & !3) | ecn);
+    }
     Ok(())
 }
 
@@ -78,55 +98,136 @@ pub fn restore_transport_header(
     Ok(())
 }
 
-/// Writes the outer IP header of a tunnel-mode packet of `total` bytes (ESP or AH) at the
-/// start of `d`; returns the family and destination to route on. RFC 4301 §5.1.2.1 /
-/// RFC 6040 normal mode: DSCP and ECN are copied from the inner header, and DF from an
-/// inner IPv4 header.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-pub fn emit_tunnel_header(
-    d: &mut [u8],
-    local: std::net::IpAddr,
-    remote: std::net::IpAddr,
-    protocol: u8,
-    inner: &IpInfo,
-    ttl: u8,
-    seq: u64,
-    total: usize,
-) -> Result<(bool, u128), DropReason> {
-    match (local, remote) {
-        (std::net::IpAddr::V4(l), std::net::IpAddr::V4(r)) => {
-            Ipv4Repr {
-                src: l,
-                dst: r,
-                protocol,
-                tos: inner.tos,
-                ttl,
-                ident: seq as u16,
-                dont_fragment: inner.key.v4 && inner.dont_fragment,
-                payload_len: total - 20,
+/// The outer IP header of a tunnel-mode SA (ESP or AH), built once per SA: addresses,
+/// protocol and TTL never change, so a packet's header is this template copied, with DSCP
+/// and ECN, length, DF and identification filled in. RFC 4301 §5.1.2.1 / RFC 6040 normal
+/// mode: DSCP and ECN are copied from the inner header, and DF from an inner IPv4 header.
+#[derive(Debug, Clone, Copy)]
+pub struct OuterHeader {
+    bytes: [u8; ipv6::HEADER_LEN],
+    v4: bool,
+    /// IPv4: the one's-complement sum of the words that never change (version and header
+    /// length, TTL and protocol, addresses), so a packet's checksum adds only its own.
+    fixed_sum: u32,
+    /// The destination to route on.
+    route_dst: u128,
+}
+
+impl OuterHeader {
+    /// The template for a tunnel from `local` to `remote` carrying `protocol`; `None`
+    /// when the two addresses are of different families.
+    pub fn new(local: IpAddr, remote: IpAddr, protocol: u8, ttl: u8) -> Option<Self> {
+        let mut bytes = [0u8; ipv6::HEADER_LEN];
+        match (local, remote) {
+            (IpAddr::V4(l), IpAddr::V4(r)) => {
+                let repr = Ipv4Repr {
+                    src: l,
+                    dst: r,
+                    protocol,
+                    tos: 0,
+                    ttl,
+                    ident: 0,
+                    dont_fragment: false,
+                    payload_len: 0,
+                };
+                repr.emit(&mut bytes).ok()?;
+                // Every variable field zero: what is left sums to the fixed words.
+                bytes[2..4].fill(0);
+                bytes[10..12].fill(0);
+                let fixed_sum = u32::from(!checksum::finish(checksum::sum(
+                    &bytes[..MIN_IPV4_HEADER],
+                    0,
+                )));
+                Some(OuterHeader {
+                    bytes,
+                    v4: true,
+                    fixed_sum,
+                    route_dst: u128::from(u32::from(r)),
+                })
             }
-            .emit(d)
-            .map_err(|_| DropReason::TooBig)?;
-            Ok((true, u128::from(u32::from(r))))
-        }
-        (std::net::IpAddr::V6(l), std::net::IpAddr::V6(r)) => {
-            Ipv6Repr {
-                src: l,
-                dst: r,
-                next_header: protocol,
-                traffic_class: inner.tos,
-                flow_label: 0,
-                hop_limit: ttl,
-                payload_len: total - ipv6::HEADER_LEN,
+            (IpAddr::V6(l), IpAddr::V6(r)) => {
+                let repr = Ipv6Repr {
+                    src: l,
+                    dst: r,
+                    next_header: protocol,
+                    traffic_class: 0,
+                    flow_label: 0,
+                    hop_limit: ttl,
+                    payload_len: 0,
+                };
+                repr.emit(&mut bytes).ok()?;
+                Some(OuterHeader {
+                    bytes,
+                    v4: false,
+                    fixed_sum: 0,
+                    route_dst: u128::from(r),
+                })
             }
-            .emit(d)
-            .map_err(|_| DropReason::TooBig)?;
-            Ok((false, u128::from(r)))
+            _ => None,
         }
-        _ => Err(DropReason::SaMismatch),
+    }
+
+    /// Whether the outer header is IPv4.
+    #[inline]
+    pub fn is_v4(&self) -> bool {
+        self.v4
+    }
+
+    /// Its length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        if self.v4 {
+            MIN_IPV4_HEADER
+        } else {
+            ipv6::HEADER_LEN
+        }
+    }
+
+    /// Writes the outer header of a packet of `total` bytes (headers included) around
+    /// `inner`, with identification `seq` (IPv4), at the start of `d`; returns the family
+    /// and destination to route on.
+    #[inline(always)]
+    pub fn write(
+        &self,
+        d: &mut [u8],
+        inner: &IpInfo,
+        seq: u64,
+        total: usize,
+    ) -> Result<(bool, u128), DropReason> {
+        let len = self.len();
+        let h = d.get_mut(..len).ok_or(DropReason::TooBig)?;
+        h.copy_from_slice(&self.bytes[..len]);
+        if self.v4 {
+            let total = u16::try_from(total).map_err(|_| DropReason::TooBig)?;
+            let ident = seq as u16;
+            let flags: u16 = if inner.key.v4 && inner.dont_fragment {
+                0x4000
+            } else {
+                0
+            };
+            h[1] = inner.tos;
+            h[2..4].copy_from_slice(&total.to_be_bytes());
+            h[4..6].copy_from_slice(&ident.to_be_bytes());
+            h[6..8].copy_from_slice(&flags.to_be_bytes());
+            let sum = self.fixed_sum
+                + u32::from(inner.tos)
+                + u32::from(total)
+                + u32::from(ident)
+                + u32::from(flags);
+            h[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
+        } else {
+            let payload =
+                u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
+            h[0] = 0x60 | (inner.tos >> 4);
+            h[1] = inner.tos << 4;
+            h[4..6].copy_from_slice(&payload.to_be_bytes());
+        }
+        Ok((self.v4, self.route_dst))
     }
 }
+
+/// The length of an IPv4 header without options (the only kind espgw writes).
+const MIN_IPV4_HEADER: usize = 20;
 
 /// Transport mode: the end of the headers that stay in front of ESP or AH, and the offset
 /// of the byte naming what follows them (IPv4: the protocol field; IPv6: after hop-by-hop,
@@ -159,7 +260,85 @@ pub fn fix_ip_length(d: &mut [u8], v4: bool, total: usize) -> Result<(), DropRea
 
 #[cfg(test)]
 mod tests {
-    use super::ecn_decap;
+    use super::*;
+    use crate::flow::FlowKey;
+    use proptest::prelude::*;
+
+    fn inner(v4: bool, tos: u8, df: bool) -> IpInfo {
+        IpInfo {
+            key: FlowKey {
+                v4,
+                src: 0,
+                dst: 0,
+                proto: 0,
+                sport: 0,
+                dport: 0,
+            },
+            total_len: 0,
+            upper_off: 0,
+            dont_fragment: df,
+            is_fragment: false,
+            tos,
+        }
+    }
+
+    proptest! {
+        // The template, filled in, is the header the full emitter writes (itself checked
+        // against a header scapy built, in espgw-wire): checksum, DF, DSCP/ECN, length.
+        #[test]
+        fn ipv4_template_writes_what_the_emitter_writes(
+            l in any::<u32>(), r in any::<u32>(), protocol in any::<u8>(), ttl in any::<u8>(),
+            tos in any::<u8>(), df in any::<bool>(), inner_v4 in any::<bool>(),
+            seq in any::<u64>(), total in 20usize..=65535,
+        ) {
+            let (l, r) = (std::net::Ipv4Addr::from(l), std::net::Ipv4Addr::from(r));
+            let t = OuterHeader::new(l.into(), r.into(), protocol, ttl).unwrap();
+            let mut got = [0xa5u8; 20];
+            let route = t.write(&mut got, &inner(inner_v4, tos, df), seq, total).unwrap();
+            let mut want = [0u8; 20];
+            Ipv4Repr {
+                src: l, dst: r, protocol, tos, ttl, ident: seq as u16,
+                dont_fragment: inner_v4 && df, payload_len: total - 20,
+            }.emit(&mut want).unwrap();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(checksum::checksum(&got), 0);
+            prop_assert_eq!(route, (true, u128::from(u32::from(r))));
+        }
+
+        #[test]
+        fn ipv6_template_writes_what_the_emitter_writes(
+            l in any::<u128>(), r in any::<u128>(), protocol in any::<u8>(), ttl in any::<u8>(),
+            tos in any::<u8>(), seq in any::<u64>(), total in 40usize..=65575,
+        ) {
+            let (l, r) = (std::net::Ipv6Addr::from(l), std::net::Ipv6Addr::from(r));
+            let t = OuterHeader::new(l.into(), r.into(), protocol, ttl).unwrap();
+            let mut got = [0xa5u8; 40];
+            let route = t.write(&mut got, &inner(false, tos, true), seq, total).unwrap();
+            let mut want = [0u8; 40];
+            Ipv6Repr {
+                src: l, dst: r, next_header: protocol, traffic_class: tos, flow_label: 0,
+                hop_limit: ttl, payload_len: total - 40,
+            }.emit(&mut want).unwrap();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(route, (false, u128::from(r)));
+        }
+    }
+
+    #[test]
+    fn outer_header_refuses_mixed_families_and_oversized_packets() {
+        let v4: IpAddr = "192.0.2.1".parse().unwrap();
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert!(OuterHeader::new(v4, v6, 50, 64).is_none());
+        assert!(OuterHeader::new(v6, v4, 50, 64).is_none());
+        let t = OuterHeader::new(v4, v4, 50, 64).unwrap();
+        let mut d = [0u8; 20];
+        let e = t.write(&mut d, &inner(true, 0, false), 1, 65536);
+        assert_eq!(e, Err(DropReason::TooBig));
+        let t = OuterHeader::new(v6, v6, 50, 64).unwrap();
+        let mut d = [0u8; 19];
+        let e = t.write(&mut d, &inner(false, 0, false), 1, 100);
+        assert_eq!(e, Err(DropReason::TooBig));
+    }
 
     #[test]
     fn rfc6040_decapsulation_table() {

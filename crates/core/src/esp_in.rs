@@ -7,8 +7,8 @@ use espgw_wire::ipv6::Ipv6Packet;
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
-use crate::encap::{restore_inner, restore_transport_header};
-use crate::flow::IpInfo;
+use crate::encap::{restore_inner_parsed, restore_transport_header};
+use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 use crate::sa::Sa;
 use crate::tables::Tables;
@@ -147,9 +147,10 @@ pub fn open_packet(sa: &Sa, seq: u64, esp: &mut [u8]) -> Result<usize, DropReaso
 }
 
 /// Removes the ESP encapsulation from an authenticated, decrypted packet. On success the
-/// packet holds the inner IP packet (tunnel) or the restored IP packet (transport).
+/// packet holds the inner IP packet (tunnel) or the restored IP packet (transport), and
+/// what its header says is returned (a packet whose header does not parse is malformed).
 #[inline]
-pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropReason> {
+pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<IpInfo, DropReason> {
     let text = pkt
         .data()
         .get(job.text_off..job.text_off + job.text_len)
@@ -167,7 +168,7 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             };
             pkt.pull_front(job.text_off);
             pkt.truncate(t.payload_len);
-            restore_inner(pkt, inner_v4, job.outer_tos)
+            restore_inner_parsed(pkt, inner_v4, job.outer_tos)
         }
         Mode::Transport => {
             let hdr = job.ip_hdr_len;
@@ -175,7 +176,8 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<(), DropR
             if !pkt.close_gap(hdr, job.text_off - hdr) {
                 return Err(DropReason::Malformed);
             }
-            restore_transport_header(pkt.data_mut(), job.nh_at, t.next_header, job.outer_v4)
+            restore_transport_header(pkt.data_mut(), job.nh_at, t.next_header, job.outer_v4)?;
+            parse_ip(pkt.data()).map_err(|_| DropReason::Malformed)
         }
     }
 }

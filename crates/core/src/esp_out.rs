@@ -11,7 +11,7 @@ use espgw_wire::ipv6::{self, Ipv6Packet};
 use espgw_wire::{checksum, esp, proto, udp};
 
 use crate::counters::DropReason;
-use crate::encap::{emit_tunnel_header, fix_ip_length, transport_split};
+use crate::encap::{fix_ip_length, transport_split};
 use crate::flow::IpInfo;
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -93,7 +93,8 @@ pub fn encapsulate(
     let esp_hdr_iv = esp::HEADER_LEN + sa.iv_len;
     let udp_len = if sa.udp.is_some() { udp::HEADER_LEN } else { 0 };
     match sa.mode {
-        Mode::Tunnel { local, remote } => {
+        Mode::Tunnel { .. } => {
+            let outer = sa.outer.as_ref().ok_or(DropReason::SaMismatch)?;
             let inner_len = info.total_len;
             let nh = if info.key.v4 {
                 proto::IPIP
@@ -101,8 +102,8 @@ pub fn encapsulate(
                 proto::IPV6
             };
             let text_len = add_trailer(pkt, 0, inner_len, nh, sa)?;
-            let outer_v4 = local.is_ipv4();
-            let ip_len = if outer_v4 { 20 } else { ipv6::HEADER_LEN };
+            let outer_v4 = outer.is_v4();
+            let ip_len = outer.len();
             let front = ip_len + udp_len + esp_hdr_iv;
             pkt.push_front(front).ok_or(DropReason::TooBig)?;
             let total = pkt.len();
@@ -121,13 +122,7 @@ pub fn encapsulate(
                     udp_v6_checksum_at = ip_len as u16;
                 }
             }
-            let protocol = if sa.udp.is_some() {
-                proto::UDP
-            } else {
-                proto::ESP
-            };
-            let (route_v4, route_dst) =
-                emit_tunnel_header(d, local, remote, protocol, info, sa.ttl, seq, total)?;
+            let (route_v4, route_dst) = outer.write(d, info, seq, total)?;
             Ok(SealJob {
                 seq,
                 outer_ipv4: outer_v4,

@@ -10,6 +10,7 @@ use espgw_config::{Direction, Lifetime, Mode, SaConfig, SaProto, UdpEncap};
 use espgw_crypto::{AhKey, EspKey};
 
 use crate::counters::SaCounters;
+use crate::encap::OuterHeader;
 use crate::replay::ReplayWindow;
 
 /// Mutable state of one SA.
@@ -183,6 +184,9 @@ pub struct Sa {
     pub lifetime: Lifetime,
     /// The operator's name for the SA, for reports.
     pub label: String,
+    /// Tunnel mode: the outer header's template (`None` in transport mode, or where the
+    /// tunnel's two addresses are of different families: such an SA drops its packets).
+    pub outer: Option<OuterHeader>,
     /// Outbound: the largest inner packet that fits the path MTU once encapsulated
     /// (`usize::MAX` where no MTU is enforced).
     pub max_inner: usize,

@@ -15,6 +15,7 @@ use espgw_config::{
 use espgw_crypto::{AhKey, CryptoProvider};
 use espgw_wire::ethernet::MacAddr;
 
+use crate::encap::OuterHeader;
 use crate::route::{Neighbours, RouteTable, RouteTarget};
 use crate::sa::{Sa, SaKey, SaState};
 use crate::spd::{Spd, SpdAction, SpdRule};
@@ -235,6 +236,7 @@ fn build_sas(
             lifetime: sc.lifetime,
             label: sc.label(),
             max_inner: usize::MAX,
+            outer: outer_header(sc),
             state,
             key_id: sc.key_id(),
             config: sc.clone(),
@@ -245,6 +247,19 @@ fn build_sas(
         sad.udp_encap_ports.push(espgw_wire::udp::NAT_T_PORT);
     }
     Ok(sad)
+}
+
+/// A tunnel-mode SA's outer header template: its protocol is AH, ESP, or UDP around ESP.
+fn outer_header(sc: &SaConfig) -> Option<OuterHeader> {
+    let Mode::Tunnel { local, remote } = sc.mode else {
+        return None;
+    };
+    let protocol = match (sc.proto, sc.udp_encap) {
+        (SaProto::Ah, _) => espgw_wire::proto::AH,
+        (SaProto::Esp, Some(_)) => espgw_wire::proto::UDP,
+        (SaProto::Esp, None) => espgw_wire::proto::ESP,
+    };
+    OuterHeader::new(local, remote, protocol, sc.ttl)
 }
 
 /// An SA's key (and IV length), made with `provider`; an error names the SA's `key` field.

@@ -130,8 +130,7 @@ impl Pipeline {
                 continue;
             };
             let res =
-                esp_in::decapsulate(p, &job, sa).and_then(|()| -> Result<IpInfo, DropReason> {
-                    let info = parse_ip(p.data()).map_err(|_| DropReason::Malformed)?;
+                esp_in::decapsulate(p, &job, sa).and_then(|info| -> Result<IpInfo, DropReason> {
                     // The policy must name this SA (or, for negotiated SAs, one of its
                     // reqid), and AH around it exactly when it names a bundle.
                     match (self.spd_lookup(t, Direction::In, info.key), job.via_ah) {

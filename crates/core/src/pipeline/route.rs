@@ -4,26 +4,20 @@
 use super::*;
 
 impl Pipeline {
+    /// Routes one packet to `dst`: through the burst's route cache, the Ethernet header
+    /// and verdict (inlined into the pass over the burst: the hit is a compare and a copy).
+    #[inline(always)]
     pub(super) fn route(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {
         let hop = match self.route_cache {
             Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => hop,
             _ => {
-                let hop = match t.routes.lookup(v4, dst) {
-                    None => Hop::NoRoute,
-                    Some(r) => {
-                        let nh = r.next_hop(dst);
-                        match t.neighbours.lookup(r.port, v4, nh) {
-                            Some(mac) => Hop::To(r.port, mac),
-                            None => Hop::Unresolved(r.port, nh),
-                        }
-                    }
-                };
+                let hop = next_hop(t, v4, dst);
                 self.route_cache = Some((v4, dst, hop));
                 hop
             }
         };
         match hop {
-            Hop::To(port, mac) => self.send_to(t, p, port, mac, v4),
+            Hop::To(port, ref eth) => self.send_with(p, port, eth),
             Hop::NoRoute => self.drop_pkt(p, DropReason::NoRoute),
             Hop::Unresolved(port, next_hop) => {
                 // Not counted as a drop yet: the caller may hold the packet until the
@@ -42,16 +36,18 @@ impl Pipeline {
     /// Adds the Ethernet header for `mac` on `port` to an IP packet and marks it for
     /// transmission (also used for packets that waited for their next hop).
     pub fn send_to(&mut self, t: &Tables, p: &mut Packet, port: u16, mac: MacAddr, v4: bool) {
-        let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
+        self.send_with(p, port, &ethernet_header(t, port, mac, v4));
+    }
+
+    /// Puts `eth` in front of an IP packet and marks it for transmission on `port`.
+    #[inline]
+    fn send_with(&mut self, p: &mut Packet, port: u16, eth: &[u8; ethernet::HEADER_LEN]) {
         let Some(d) = p.push_front(ethernet::HEADER_LEN) else {
             return self.drop_pkt(p, DropReason::TooBig);
         };
-        let _ = ethernet::emit(
-            d,
-            mac,
-            src,
-            if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 },
-        );
+        if let Some(h) = d.get_mut(..ethernet::HEADER_LEN) {
+            h.copy_from_slice(eth);
+        }
         p.verdict = Verdict::Forward(port);
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += p.len() as u64;
@@ -70,11 +66,36 @@ impl Pipeline {
     }
 }
 
+/// Where packets to one destination go: found once per destination and burst (the route
+/// cache), so each packet only copies the Ethernet header made here.
 #[derive(Clone, Copy)]
 pub(super) enum Hop {
-    To(u16, MacAddr),
+    /// Out of this port, with this Ethernet header.
+    To(u16, [u8; ethernet::HEADER_LEN]),
     NoRoute,
     Unresolved(u16, u128),
+}
+
+/// The longest-prefix match for `dst` and its next hop's link-layer address.
+#[inline(never)]
+fn next_hop(t: &Tables, v4: bool, dst: u128) -> Hop {
+    let Some(r) = t.routes.lookup(v4, dst) else {
+        return Hop::NoRoute;
+    };
+    let nh = r.next_hop(dst);
+    match t.neighbours.lookup(r.port, v4, nh) {
+        Some(mac) => Hop::To(r.port, ethernet_header(t, r.port, mac, v4)),
+        None => Hop::Unresolved(r.port, nh),
+    }
+}
+
+/// The Ethernet header of an IP packet to `mac` out of `port` (from the port's own address).
+fn ethernet_header(t: &Tables, port: u16, mac: MacAddr, v4: bool) -> [u8; ethernet::HEADER_LEN] {
+    let src = t.ports.get(usize::from(port)).map_or([0; 6], |pi| pi.mac);
+    let ethertype = if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 };
+    let mut h = [0u8; ethernet::HEADER_LEN];
+    let _ = ethernet::emit(&mut h, mac, src, ethertype);
+    h
 }
 
 /// A packet routed to a next hop whose link-layer address is not known yet.

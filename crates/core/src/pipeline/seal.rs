@@ -195,21 +195,27 @@ impl Pipeline {
         key.seal_burst(&mut ops);
         drop(ops);
         for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Sealed { job, ah, .. } = self.slots[base + k] {
-                esp_out::finish(p, &job);
-                // A bundle's AH goes on after the burst's ESP, with the burst's other AH.
-                self.slots[base + k] = match ah {
-                    None => Slot::Route {
-                        v4: job.route_v4,
-                        dst: job.route_dst,
-                    },
-                    Some((sa, off)) => Slot::AddAh {
-                        sa,
-                        off,
-                        bundled: true,
-                    },
-                };
-            }
+            let slot = &mut self.slots[base + k];
+            // Read in place, not copied out: the job is most of the slot's 80 bytes.
+            let (v4, dst) = match slot {
+                Slot::Sealed { job, ah, .. } => {
+                    esp_out::finish(p, job);
+                    // A bundle's AH goes on after the burst's ESP, with the burst's other AH.
+                    if let Some((sa, off)) = *ah {
+                        *slot = Slot::AddAh {
+                            sa,
+                            off,
+                            bundled: true,
+                        };
+                        continue;
+                    }
+                    (job.route_v4, job.route_dst)
+                }
+                _ => continue,
+            };
+            // Routed here, while the packet is at hand, rather than in a later pass.
+            *slot = Slot::Done;
+            self.route(t, p, base + k, v4, dst);
         }
         self.counters.encrypted += sealed;
         sa.state.counters.add(sealed, bytes);

@@ -259,7 +259,7 @@ pub fn stage_protect(
             let outer = sa.outer.as_ref().ok_or(DropReason::SaMismatch)?;
             let v4 = outer.is_v4();
             let ah_len = header_len(iv_icv, v4);
-            let ip_len = outer.len();
+            let ip_len = outer.header_len();
             pkt.push_front(ip_len + ah_len).ok_or(DropReason::TooBig)?;
             let total = pkt.len();
             let route = outer.write(pkt.data_mut(), &info, seq, total)?;

@@ -175,7 +175,7 @@ impl OuterHeader {
 
     /// Its length in bytes.
     #[inline]
-    pub fn len(&self) -> usize {
+    pub fn header_len(&self) -> usize {
         if self.v4 {
             MIN_IPV4_HEADER
         } else {
@@ -194,7 +194,7 @@ impl OuterHeader {
         seq: u64,
         total: usize,
     ) -> Result<(bool, u128), DropReason> {
-        let len = self.len();
+        let len = self.header_len();
         let h = d.get_mut(..len).ok_or(DropReason::TooBig)?;
         h.copy_from_slice(&self.bytes[..len]);
         if self.v4 {

@@ -103,7 +103,7 @@ pub fn encapsulate(
             };
             let text_len = add_trailer(pkt, 0, inner_len, nh, sa)?;
             let outer_v4 = outer.is_v4();
-            let ip_len = outer.len();
+            let ip_len = outer.header_len();
             let front = ip_len + udp_len + esp_hdr_iv;
             pkt.push_front(front).ok_or(DropReason::TooBig)?;
             let total = pkt.len();

@@ -301,10 +301,10 @@ impl Pipeline {
             }
             self.counters.rx_packets += 1;
             self.counters.rx_bytes += p.len() as u64;
-            let slot = match ingress(p) {
+            match ingress(p) {
                 Err(r) => {
                     self.drop_pkt(p, r);
-                    Slot::Done
+                    self.slots.push(Slot::Done);
                 }
                 Ok(info) => {
                     // The host stage's fast path left the TTL for after the header was read.
@@ -316,8 +316,7 @@ impl Pipeline {
                         Direction::In => self.classify_in(&t, p, info),
                     }
                 }
-            };
-            self.slots.push(slot);
+            }
         }
         // The ordered section: numbers reserved in arrival order (outbound).
         if dir == Direction::Out {
@@ -394,8 +393,10 @@ impl Pipeline {
         a
     }
 
-    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
-        match self.spd_lookup(t, Direction::Out, info.key) {
+    /// Classifies an outbound packet and pushes its slot. The ESP case pushes its own
+    /// (see [`Pipeline::encapsulate`]).
+    fn classify_out(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) {
+        let slot = match self.spd_lookup(t, Direction::Out, info.key) {
             None => {
                 self.drop_pkt(p, DropReason::NoPolicy);
                 Slot::Done
@@ -414,12 +415,13 @@ impl Pipeline {
                 self.ah_in_burst = true;
                 self.protect_ah(t, sa, p, &info)
             }
-            Some(SpdAction::Protect(sa)) => self.encapsulate(t, sa, None, p, &info),
+            Some(SpdAction::Protect(sa)) => return self.encapsulate(t, sa, None, p, &info),
             Some(SpdAction::Bundle { esp, ah }) => {
                 self.ah_in_burst = true;
-                self.encapsulate(t, esp, Some(ah), p, &info)
+                return self.encapsulate(t, esp, Some(ah), p, &info);
             }
-        }
+        };
+        self.slots.push(slot);
     }
 
     /// A packet a policy lets through in the clear.
@@ -432,18 +434,23 @@ impl Pipeline {
         }
     }
 
-    fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) -> Slot {
+    /// Classifies an inbound packet and pushes its slot: each kind of slot is pushed where
+    /// it is made (see [`Pipeline::encapsulate`] for why).
+    fn classify_in(&mut self, t: &Tables, p: &mut Packet, info: IpInfo) {
         match ah::classify(p, &info, t) {
             Ok(None) => {}
             Ok(Some(job)) => {
                 p.truncate(info.total_len);
                 self.ah_in_burst = true;
-                return Slot::OpenAh { job };
+                return self.slots.push(Slot::OpenAh { job });
             }
-            Err((r, sa)) => return self.drop_classified(t, p, r, sa),
+            Err((r, sa)) => {
+                let done = self.drop_classified(t, p, r, sa);
+                return self.slots.push(done);
+            }
         }
-        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
-            Ok(Classified::Esp(job)) => Slot::Open { job, seq: 0 },
+        let slot = match esp_in::classify(p, &info, t, &mut self.spi_cache) {
+            Ok(Classified::Esp(job)) => return self.slots.push(Slot::Open { job, seq: 0 }),
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),
                 Some(SpdAction::Protect(_) | SpdAction::Bundle { .. } | SpdAction::Acquire(_)) => {
@@ -460,7 +467,8 @@ impl Pipeline {
                 }
             },
             Err((r, sa)) => self.drop_classified(t, p, r, sa),
-        }
+        };
+        self.slots.push(slot);
     }
 }
 

@@ -487,8 +487,8 @@ pub fn is_authentic(arena: &[u8], job: &IcvJob, icv: Option<&[u8]>, icv_len: usi
 }
 
 /// Removes AH from an authentic packet: leaves the inner packet (tunnel) or the packet as
-/// it was before AH was inserted (transport).
-pub fn remove(pkt: &mut Packet, job: &AhJob, sa: &Sa) -> Result<(), DropReason> {
+/// it was before AH was inserted (transport), and returns its header as parsed.
+pub fn remove(pkt: &mut Packet, job: &AhJob, sa: &Sa) -> Result<IpInfo, DropReason> {
     let end = job.ah_off + job.ah_len;
     match sa.mode {
         Mode::Tunnel { .. } => {
@@ -504,7 +504,8 @@ pub fn remove(pkt: &mut Packet, job: &AhJob, sa: &Sa) -> Result<(), DropReason> 
             if !pkt.close_gap(job.ah_off, job.ah_len) {
                 return Err(DropReason::Malformed);
             }
-            restore_transport_header(pkt.data_mut(), job.nh_at, job.next_header, job.v4)
+            restore_transport_header(pkt.data_mut(), job.nh_at, job.next_header, job.v4)?;
+            parse_ip(pkt.data()).map_err(|_| DropReason::Malformed)
         }
     }
 }

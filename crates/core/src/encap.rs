@@ -29,16 +29,11 @@ pub fn ecn_decap(outer: u8, inner: u8) -> Option<u8> {
 }
 
 /// Tunnel mode: `pkt` starts at the inner packet (perhaps followed by TFC padding, RFC 4303
-/// §2.7): applies RFC 6040 ECN decapsulation with the outer `outer_tos` and trims the packet
-/// to the inner header's own length.
-pub fn restore_inner(pkt: &mut Packet, inner_v4: bool, outer_tos: u8) -> Result<(), DropReason> {
-    restore_inner_parsed(pkt, inner_v4, outer_tos).map(|_| ())
-}
-
-/// [`restore_inner`], returning the inner packet's header as parsed: the header is read
-/// once, for the ECN field, the length and the caller's policy check and routing.
+/// §2.7): applies RFC 6040 ECN decapsulation with the outer `outer_tos`, trims the packet
+/// to the inner header's own length and returns that header as parsed (read once, for ECN,
+/// length, and the caller's policy check and routing).
 #[inline(always)]
-pub fn restore_inner_parsed(
+pub fn restore_inner(
     pkt: &mut Packet,
     inner_v4: bool,
     outer_tos: u8,
@@ -216,8 +211,10 @@ impl OuterHeader {
                 + u32::from(flags);
             h[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
         } else {
-            let payload =
-                u16::try_from(total - ipv6::HEADER_LEN).map_err(|_| DropReason::TooBig)?;
+            let payload = total
+                .checked_sub(ipv6::HEADER_LEN)
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or(DropReason::TooBig)?;
             h[0] = 0x60 | (inner.tos >> 4);
             h[1] = inner.tos << 4;
             h[4..6].copy_from_slice(&payload.to_be_bytes());

@@ -7,7 +7,7 @@ use espgw_wire::ipv6::Ipv6Packet;
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
-use crate::encap::{restore_inner_parsed, restore_transport_header};
+use crate::encap::{restore_inner, restore_transport_header};
 use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -168,7 +168,7 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<IpInfo, D
             };
             pkt.pull_front(job.text_off);
             pkt.truncate(t.payload_len);
-            restore_inner_parsed(pkt, inner_v4, job.outer_tos)
+            restore_inner(pkt, inner_v4, job.outer_tos)
         }
         Mode::Transport => {
             let hdr = job.ip_hdr_len;

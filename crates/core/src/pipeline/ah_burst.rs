@@ -230,9 +230,7 @@ impl Pipeline {
     fn after_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> Slot {
         let sa_idx = job.sa;
         let sa = &t.sas[sa_idx as usize];
-        let info = match ah::remove(p, &job, sa)
-            .and_then(|()| parse_ip(p.data()).map_err(|_| DropReason::Malformed))
-        {
+        let info = match ah::remove(p, &job, sa) {
             Ok(info) => info,
             Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
         };

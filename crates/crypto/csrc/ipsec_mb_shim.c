@@ -15,13 +15,15 @@
 struct espgw_aead_op {
     uint8_t *text;          /* plaintext/ciphertext, processed in place */
     uint64_t len;
-    const uint8_t *iv;      /* 12-byte nonce: salt || explicit IV */
-    const uint8_t *aad;
-    uint64_t aad_len;
     uint8_t *tag;           /* where the computed tag is written */
-    uint64_t tag_len;
-    int64_t status;         /* out: 0 when the job completed, -1 otherwise */
+    uint8_t iv[12];         /* the nonce: salt || explicit IV */
+    uint8_t aad[12];
+    uint32_t aad_len;
+    uint32_t tag_len;
+    int32_t status;         /* out: 0 when the job completed, -1 otherwise */
 };
+/* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
+_Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
 IMB_MGR *espgw_mb_new(void)
 {

@@ -218,37 +218,13 @@ struct AeadEsp {
     esn: bool,
 }
 
-impl AeadEsp {
-    fn op<'a>(&self, esp: &'a mut [u8], seq: u64) -> AeadOp<'a> {
-        let mut nonce = [0u8; 12];
-        nonce[..4].copy_from_slice(&self.salt);
-        nonce[4..].copy_from_slice(&esp[8..16]);
-        let (aad, aad_len) = aead_aad(esp, seq, self.esn);
-        AeadOp {
-            nonce,
-            aad,
-            aad_len: aad_len as u8,
-            buf: &mut esp[16..],
-        }
-    }
-}
-
 impl EspKey for AeadEsp {
     fn suite(&self) -> Suite {
         self.suite
     }
 
     fn seal_burst(&self, ops: &mut [EspOp<'_>]) {
-        let min = 16 + self.key.icv_len();
-        let mut aead_ops: Vec<AeadOp<'_>> = Vec::with_capacity(ops.len());
-        for op in ops.iter_mut() {
-            if op.esp.len() >= min {
-                // RFC 4106 §3.1: the IV must be unique per key; the sequence number is.
-                op.esp[8..16].copy_from_slice(&op.seq.to_be_bytes());
-                aead_ops.push(self.op(op.esp, op.seq));
-            }
-        }
-        self.key.seal_burst(&mut aead_ops);
+        self.key.seal_esp(&self.salt, self.esn, ops);
     }
 
     fn seal_burst_ivs(&self, ops: &mut [EspOp<'_>], _: &[[u8; 16]]) {
@@ -256,27 +232,78 @@ impl EspKey for AeadEsp {
     }
 
     fn open_burst(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
-        let min = 16 + self.key.icv_len();
-        // One AEAD op per ESP op, so `ok` maps straight through: a packet too short for
-        // header, IV and ICV becomes an empty op, which the key reports as not authentic.
-        let mut aead_ops: Vec<AeadOp<'_>> = ops
-            .iter_mut()
-            .map(|op| {
-                if op.esp.len() >= min {
-                    self.op(op.esp, op.seq)
-                } else {
-                    op.esp.fill(0);
-                    AeadOp {
-                        nonce: [0; 12],
-                        aad: [0; 12],
-                        aad_len: 0,
-                        buf: &mut [],
-                    }
-                }
-            })
-            .collect();
-        self.key.open_burst(&mut aead_ops, ok);
+        self.key.open_esp(&self.salt, self.esn, ops, ok);
     }
+}
+
+/// The smallest ESP packet an AEAD key of ICV length `icv` can seal or open: header (8),
+/// IV (8) and ICV.
+pub(crate) fn aead_esp_min(icv: usize) -> usize {
+    ESP_HEADER_LEN + 8 + icv
+}
+
+/// The AEAD op of one ESP packet of at least [`aead_esp_min`] bytes: nonce salt || IV
+/// (RFC 4106 §4), AAD per §5, and the text with its ICV.
+fn aead_esp_op<'a>(salt: &[u8; 4], esn: bool, esp: &'a mut [u8], seq: u64) -> AeadOp<'a> {
+    let mut nonce = [0u8; 12];
+    nonce[..4].copy_from_slice(salt);
+    nonce[4..].copy_from_slice(&esp[8..16]);
+    let (aad, aad_len) = aead_aad(esp, seq, esn);
+    AeadOp {
+        nonce,
+        aad,
+        aad_len: aad_len as u8,
+        buf: &mut esp[16..],
+    }
+}
+
+/// [`AeadKey::seal_esp`] through the key's [`AeadKey::seal_burst`].
+pub(crate) fn seal_esp_with_aead_ops<K: AeadKey + ?Sized>(
+    key: &K,
+    salt: &[u8; 4],
+    esn: bool,
+    ops: &mut [EspOp<'_>],
+) {
+    let min = aead_esp_min(key.icv_len());
+    let mut aead_ops: Vec<AeadOp<'_>> = Vec::with_capacity(ops.len());
+    for op in ops.iter_mut() {
+        if op.esp.len() >= min {
+            // RFC 4106 §3.1: the IV must be unique per key; the sequence number is.
+            op.esp[8..16].copy_from_slice(&op.seq.to_be_bytes());
+            aead_ops.push(aead_esp_op(salt, esn, op.esp, op.seq));
+        }
+    }
+    key.seal_burst(&mut aead_ops);
+}
+
+/// [`AeadKey::open_esp`] through the key's [`AeadKey::open_burst`].
+pub(crate) fn open_esp_with_aead_ops<K: AeadKey + ?Sized>(
+    key: &K,
+    salt: &[u8; 4],
+    esn: bool,
+    ops: &mut [EspOp<'_>],
+    ok: &mut [bool],
+) {
+    let min = aead_esp_min(key.icv_len());
+    // One AEAD op per ESP op, so `ok` maps straight through: a packet too short for
+    // header, IV and ICV becomes an empty op, which the key reports as not authentic.
+    let mut aead_ops: Vec<AeadOp<'_>> = ops
+        .iter_mut()
+        .map(|op| {
+            if op.esp.len() >= min {
+                aead_esp_op(salt, esn, op.esp, op.seq)
+            } else {
+                op.esp.fill(0);
+                AeadOp {
+                    nonce: [0; 12],
+                    aad: [0; 12],
+                    aad_len: 0,
+                    buf: &mut [],
+                }
+            }
+        })
+        .collect();
+    key.open_burst(&mut aead_ops, ok);
 }
 
 /// ChaCha20-Poly1305 (RFC 7634) or AES-GMAC (RFC 4543) through aws-lc-rs.

@@ -65,7 +65,8 @@ mod imp {
     use zeroize::Zeroize;
 
     use crate::ct::ct_eq;
-    use crate::{check_key, AeadAlgorithm, AeadKey, AeadOp, CryptoError, CryptoProvider};
+    use crate::esp::aead_aad;
+    use crate::{check_key, AeadAlgorithm, AeadKey, AeadOp, CryptoError, CryptoProvider, EspOp};
 
     /// Opaque `IMB_MGR`.
     #[repr(C)]
@@ -73,17 +74,37 @@ mod imp {
         _private: [u8; 0],
     }
 
-    /// Mirrors `struct espgw_aead_op` in the shim.
+    /// Mirrors `struct espgw_aead_op` in the shim. Nonce and AAD travel inside the op, so
+    /// an ESP packet's op is made straight from the packet, with no record in between.
     #[repr(C)]
     struct RawAeadOp {
         text: *mut u8,
         len: u64,
-        iv: *const u8,
-        aad: *const u8,
-        aad_len: u64,
+        /// Where the computed tag is written.
         tag: *mut u8,
-        tag_len: u64,
-        status: i64,
+        iv: [u8; 12],
+        aad: [u8; 12],
+        aad_len: u32,
+        tag_len: u32,
+        /// Out: 0 when the library completed the op.
+        status: i32,
+    }
+
+    // The shim asserts the same size for its struct.
+    const _: () = assert!(std::mem::size_of::<RawAeadOp>() == 64);
+
+    impl RawAeadOp {
+        /// A slot of the scratch array before any op is written to it.
+        const UNUSED: RawAeadOp = RawAeadOp {
+            text: std::ptr::null_mut(),
+            len: 0,
+            tag: std::ptr::null_mut(),
+            iv: [0; 12],
+            aad: [0; 12],
+            aad_len: 0,
+            tag_len: 0,
+            status: -1,
+        };
     }
 
     extern "C" {
@@ -286,26 +307,61 @@ mod imp {
     const CHUNK: usize = 128;
 
     thread_local! {
-        /// Per-thread scratch for the raw op array, reused so no call allocates or
-        /// zero-fills it.
-        static RAW: RefCell<Vec<RawAeadOp>> = RefCell::new(Vec::with_capacity(CHUNK));
+        /// Per-thread scratch for the raw ops, reused so no call allocates or zero-fills
+        /// it; each op is written in its slot field by field, not built aside and copied
+        /// in. Only the slots a call wrote are handed to the library.
+        static RAW: RefCell<[RawAeadOp; CHUNK]> = const { RefCell::new([RawAeadOp::UNUSED; CHUNK]) };
         /// Per-thread scratch for the tags computed while opening: kept between calls so
         /// no call zero-fills 2 KiB. A slot is only read for an op the library completed,
         /// which wrote it in that same call.
         static TAGS: RefCell<[[u8; 16]; CHUNK]> = const { RefCell::new([[0u8; 16]; CHUNK]) };
     }
 
+    /// An ESP packet's offsets in RFC 4106's layout: the IV at 8, the text at 16.
+    const ESP_IV: usize = 8;
+    const ESP_TEXT: usize = 16;
+
     impl MbGcmKey {
-        /// Runs at most CHUNK ops through the library. For `encrypt` the tag goes to the
-        /// op's ICV bytes; otherwise to `tags[i]`, for the caller to compare. Returns, per
-        /// op, whether the library completed it.
-        fn run(
+        /// Hands `raw` to the library, which encrypts or decrypts each op in place, writes
+        /// its tag and sets its status.
+        fn call(&self, encrypt: bool, raw: &mut [RawAeadOp]) {
+            if raw.is_empty() {
+                return;
+            }
+            with_mgr(|m| {
+                // SAFETY: every raw op was made by `run_chunk`'s caller from a distinct,
+                // exclusively borrowed buffer (text and ICV) or points its tag into the
+                // caller's `tags` array, all alive until this call returns; lengths come
+                // from those slices; the key data is a live, precomputed gcm_key_data of
+                // the right size and alignment; `raw` holds raw.len() initialised ops.
+                unsafe {
+                    (match self.api {
+                        MbApi::Direct => espgw_gcm_direct,
+                        MbApi::Job => espgw_gcm_burst,
+                    })(
+                        m,
+                        self.data.as_ptr().cast(),
+                        self.alg.key_len() as u32,
+                        c_int::from(encrypt),
+                        raw.as_mut_ptr(),
+                        raw.len() as u32,
+                    )
+                }
+            });
+        }
+
+        /// Runs at most CHUNK ops through the library. `make(op, tag, raw)` writes an op's
+        /// raw op, or returns false for one too short to run; `tag` is where its computed
+        /// tag goes when opening (`tags[i]`, for the caller to compare) and null when
+        /// sealing (the ICV bytes after the text). Sets, per op, whether the library
+        /// completed it.
+        fn run_chunk<T>(
             &self,
-            ops: &mut [AeadOp<'_>],
+            ops: &mut [T],
             tags: Option<&mut [[u8; 16]; CHUNK]>,
             done: &mut [bool; CHUNK],
+            mut make: impl FnMut(&mut T, *mut u8, &mut RawAeadOp) -> bool,
         ) {
-            let icv = self.icv_len;
             let encrypt = tags.is_none();
             let tag_base: *mut [u8; 16] = match tags {
                 Some(t) => t.as_mut_ptr(),
@@ -313,58 +369,84 @@ mod imp {
             };
             RAW.with(|cell| {
                 let mut raw = cell.borrow_mut();
-                raw.clear();
+                let mut used = 0;
                 let mut index = [0u8; CHUNK];
-                for (i, op) in ops.iter_mut().enumerate().take(CHUNK) {
-                    done[i] = false;
-                    let Some(text_len) = op.buf.len().checked_sub(icv) else {
-                        continue;
+                for ((i, op), done) in ops.iter_mut().enumerate().zip(done.iter_mut()) {
+                    *done = false;
+                    let tag = if encrypt {
+                        std::ptr::null_mut()
+                    } else {
+                        tag_base.wrapping_add(i).cast()
                     };
-                    let base = op.buf.as_mut_ptr();
-                    index[raw.len()] = i as u8;
-                    raw.push(RawAeadOp {
-                        text: base,
-                        len: text_len as u64,
-                        iv: op.nonce.as_ptr(),
-                        aad: op.aad.as_ptr(),
-                        aad_len: u64::from(op.aad_len.min(12)),
-                        // Sealing writes the ICV right after the text, inside the same buffer.
-                        tag: if encrypt {
-                            base.wrapping_add(text_len)
-                        } else {
-                            tag_base.wrapping_add(i).cast()
-                        },
-                        tag_len: icv as u64,
-                        status: -1,
-                    });
-                }
-                if raw.is_empty() {
-                    return;
-                }
-                with_mgr(|m| {
-                    // SAFETY: every raw op points into a distinct `op.buf` (exclusively
-                    // borrowed through `ops`) or into the caller's `tags` array (i < CHUNK),
-                    // all alive until this call returns; lengths come from those slices; the
-                    // key data is a live, precomputed gcm_key_data of the right size and
-                    // alignment; `raw` holds raw.len() initialised ops.
-                    unsafe {
-                        (match self.api {
-                            MbApi::Direct => espgw_gcm_direct,
-                            MbApi::Job => espgw_gcm_burst,
-                        })(
-                            m,
-                            self.data.as_ptr().cast(),
-                            self.alg.key_len() as u32,
-                            c_int::from(encrypt),
-                            raw.as_mut_ptr(),
-                            raw.len() as u32,
-                        )
+                    if make(op, tag, &mut raw[used]) {
+                        index[used] = i as u8;
+                        used += 1;
                     }
-                });
-                for (r, &i) in raw.iter().zip(index.iter()) {
+                }
+                self.call(encrypt, &mut raw[..used]);
+                for (r, &i) in raw[..used].iter().zip(index.iter()) {
                     done[usize::from(i)] = r.status == 0;
                 }
             });
+        }
+
+        /// Writes the raw op of an [`AeadOp`]: its text and ICV, nonce and AAD.
+        fn raw_aead_op(&self, op: &mut AeadOp<'_>, tag: *mut u8, r: &mut RawAeadOp) -> bool {
+            let Some(text_len) = op.buf.len().checked_sub(self.icv_len) else {
+                return false;
+            };
+            let text = op.buf.as_mut_ptr();
+            r.text = text;
+            r.len = text_len as u64;
+            // Sealing writes the ICV right after the text, inside the same buffer.
+            r.tag = if tag.is_null() {
+                text.wrapping_add(text_len)
+            } else {
+                tag
+            };
+            r.iv = op.nonce;
+            r.aad = op.aad;
+            r.aad_len = u32::from(op.aad_len.min(12));
+            r.tag_len = self.icv_len as u32;
+            r.status = -1;
+            true
+        }
+
+        /// Writes the raw op of an ESP packet (RFC 4106), read from the packet itself:
+        /// nonce salt || IV (§4), AAD SPI || sequence number (§5, with ESN the high half
+        /// as the receiver inferred it). Sealing first writes the IV: the sequence number,
+        /// unique per key (§3.1).
+        fn raw_esp_op(
+            &self,
+            salt: &[u8; 4],
+            esn: bool,
+            op: &mut EspOp<'_>,
+            tag: *mut u8,
+            r: &mut RawAeadOp,
+        ) -> bool {
+            let Some(text_len) = op.esp.len().checked_sub(ESP_TEXT + self.icv_len) else {
+                return false;
+            };
+            let (head, text) = op.esp.split_at_mut(ESP_TEXT);
+            r.iv[..4].copy_from_slice(salt);
+            if tag.is_null() {
+                head[ESP_IV..].copy_from_slice(&op.seq.to_be_bytes());
+            }
+            r.iv[4..].copy_from_slice(&head[ESP_IV..]);
+            let (aad, aad_len) = aead_aad(head, op.seq, esn);
+            r.aad = aad;
+            r.aad_len = aad_len as u32;
+            let text = text.as_mut_ptr();
+            r.text = text;
+            r.len = text_len as u64;
+            r.tag = if tag.is_null() {
+                text.wrapping_add(text_len)
+            } else {
+                tag
+            };
+            r.tag_len = self.icv_len as u32;
+            r.status = -1;
+            true
         }
     }
 
@@ -380,7 +462,9 @@ mod imp {
         fn seal_burst(&self, ops: &mut [AeadOp<'_>]) {
             let mut done = [false; CHUNK];
             for chunk in ops.chunks_mut(CHUNK) {
-                self.run(chunk, None, &mut done);
+                self.run_chunk(chunk, None, &mut done, |op, tag, r| {
+                    self.raw_aead_op(op, tag, r)
+                });
             }
         }
 
@@ -390,32 +474,68 @@ mod imp {
                 let mut done = [false; CHUNK];
                 TAGS.with(|cell| {
                     let mut tags = cell.borrow_mut();
-                    self.run(chunk, Some(&mut tags), &mut done);
-                    compare(chunk, ok, &tags[..], &done, icv);
+                    self.run_chunk(chunk, Some(&mut tags), &mut done, |op, tag, r| {
+                        self.raw_aead_op(op, tag, r)
+                    });
+                    compare(chunk, ok, &tags[..], &done, icv, |op| &mut *op.buf);
+                });
+            }
+        }
+
+        fn seal_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>]) {
+            let mut done = [false; CHUNK];
+            for chunk in ops.chunks_mut(CHUNK) {
+                self.run_chunk(chunk, None, &mut done, |op, tag, r| {
+                    self.raw_esp_op(salt, esn, op, tag, r)
+                });
+            }
+        }
+
+        fn open_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+            let icv = self.icv_len;
+            for (chunk, ok) in ops.chunks_mut(CHUNK).zip(ok.chunks_mut(CHUNK)) {
+                let mut done = [false; CHUNK];
+                TAGS.with(|cell| {
+                    let mut tags = cell.borrow_mut();
+                    self.run_chunk(chunk, Some(&mut tags), &mut done, |op, tag, r| {
+                        self.raw_esp_op(salt, esn, op, tag, r)
+                    });
+                    // What failed loses text and ICV; a packet too short to hold them,
+                    // all of it.
+                    compare(chunk, ok, &tags[..], &done, icv, |op| {
+                        let from = if op.esp.len() >= ESP_TEXT + icv {
+                            ESP_TEXT
+                        } else {
+                            0
+                        };
+                        &mut op.esp[from..]
+                    });
                 });
             }
         }
     }
 
-    /// Sets `ok[i]` for each op from its computed tag and zeroes the text of every op
-    /// that failed.
-    fn compare(
-        chunk: &mut [AeadOp<'_>],
+    /// Sets `ok[i]` for each op from its computed tag and zeroes the text and ICV
+    /// (`text_and_icv`) of every op that failed.
+    fn compare<T>(
+        chunk: &mut [T],
         ok: &mut [bool],
         tags: &[[u8; 16]],
         done: &[bool; CHUNK],
         icv: usize,
+        text_and_icv: impl Fn(&mut T) -> &mut [u8],
     ) {
         for (i, (op, ok)) in chunk.iter_mut().zip(ok.iter_mut()).enumerate() {
+            let buf = text_and_icv(op);
             // A job the library did not complete never counts as authentic, whatever its
             // tag slot holds.
             *ok = done[i]
-                && match op.buf.len().checked_sub(icv) {
-                    Some(text_len) => ct_eq(&tags[i][..icv], &op.buf[text_len..]),
+                && match buf.len().checked_sub(icv) {
+                    Some(text_len) => ct_eq(&tags[i][..icv], &buf[text_len..]),
                     None => false,
                 };
             if !*ok {
-                op.buf.fill(0);
+                buf.fill(0);
             }
         }
     }

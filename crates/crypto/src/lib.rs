@@ -129,6 +129,21 @@ pub trait AeadKey: Send + Sync {
     /// was authentic. The text of an op that failed is zeroed, so unauthenticated plaintext
     /// never leaves this call.
     fn open_burst(&self, ops: &mut [AeadOp<'_>], ok: &mut [bool]);
+    /// Seals ESP packets in RFC 4106's layout (SPI, sequence number, 8-byte IV, text, ICV;
+    /// `salt` is the key's 4-byte nonce salt, `esn` whether the AAD carries the high
+    /// sequence bits): writes each packet's IV (its sequence number, unique per key,
+    /// RFC 4106 §3.1), encrypts, and writes the ICV. Ops too short for header, IV and ICV
+    /// are left alone. The default goes through [`AeadKey::seal_burst`]; a back-end can
+    /// read nonce and AAD straight from the packets instead.
+    fn seal_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>]) {
+        esp::seal_esp_with_aead_ops(self, salt, esn, ops);
+    }
+    /// Opens ESP packets in RFC 4106's layout: `ok[i]` tells whether op `i` was authentic
+    /// (one per op; an op too short to hold header, IV and ICV is not). The text of an op
+    /// that failed is zeroed. The default goes through [`AeadKey::open_burst`].
+    fn open_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+        esp::open_esp_with_aead_ops(self, salt, esn, ops, ok);
+    }
 }
 
 /// A source of keys.

@@ -22,10 +22,12 @@ pub fn sum(data: &[u8], initial: u32) -> u32 {
 }
 
 /// Folds a 32-bit sum to 16 bits and complements it.
-pub fn finish(mut s: u32) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
+#[inline]
+pub fn finish(s: u32) -> u16 {
+    // Two folds always suffice, so no loop (and no branch) is needed: the first leaves at
+    // most 0xffff + 0xffff = 0x1fffe, the second at most 0xfffe + 1.
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
     !(s as u16)
 }
 
@@ -35,6 +37,7 @@ pub fn checksum(data: &[u8]) -> u16 {
 }
 
 /// RFC 1624 eqn. 3: the new checksum after a 16-bit word changed from `old` to `new`.
+#[inline]
 pub fn update16(check: u16, old: u16, new: u16) -> u16 {
     let s = u32::from(!check) + u32::from(!old) + u32::from(new);
     finish(s)
@@ -43,6 +46,23 @@ pub fn update16(check: u16, old: u16, new: u16) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The folds agree with folding until nothing carries, for sums at and around every
+    /// boundary a carry can cross, and across the range.
+    #[test]
+    fn finish_folds_every_sum() {
+        let slow = |mut s: u32| {
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            !(s as u16)
+        };
+        let edges = [0, 1, 0xfffe, 0xffff, 0x1_0000, 0x1_fffe, 0x1_ffff, 0xffff_0000, u32::MAX];
+        let spread = (0..=u32::MAX / 65_521).map(|i| i * 65_521);
+        for s in edges.into_iter().chain(spread) {
+            assert_eq!(finish(s), slow(s), "{s:#x}");
+        }
+    }
 
     #[test]
     fn rfc1071_example() {

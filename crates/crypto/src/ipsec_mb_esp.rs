@@ -401,15 +401,64 @@ mod imp {
     /// Per-thread scratch reused by every call (no allocation per burst once grown).
     #[derive(Default)]
     struct Scratch {
+        /// The burst's records: the first `used` are this call's. Records stay between
+        /// calls and are rewritten in place, field by field ([`RawOp::reset`] and the
+        /// layout), rather than built aside and copied in: a record is over 200 bytes.
         ops: Vec<RawOp>,
+        used: usize,
         /// `ops[j]` belongs to the caller's op `index[j]`.
         index: Vec<usize>,
         /// CBC IVs of a burst, drawn in one call.
         ivs: Vec<u8>,
     }
 
+    impl Scratch {
+        fn clear(&mut self) {
+            self.used = 0;
+            self.index.clear();
+        }
+
+        /// The next record, reset to point at `buf` with nothing to do; it counts once
+        /// [`Scratch::keep`] is called.
+        fn next(&mut self, buf: *mut u8) -> &mut RawOp {
+            if self.ops.len() == self.used {
+                self.ops.push(raw_op(buf));
+            }
+            let r = &mut self.ops[self.used];
+            r.reset(buf);
+            r
+        }
+
+        /// Keeps the record [`Scratch::next`] gave, for the caller's op `i`.
+        fn keep(&mut self, i: usize) {
+            self.used += 1;
+            self.index.push(i);
+        }
+
+        /// This call's records.
+        fn live(&mut self) -> &mut [RawOp] {
+            &mut self.ops[..self.used]
+        }
+    }
+
     thread_local! {
         static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    }
+
+    impl RawOp {
+        /// Points the record at `buf` and zeroes every length and offset the shim reads,
+        /// leaving the arrays: only their first `iv_len` / `aad_len` bytes are read, and
+        /// `tag` and `expect` are written before they are read.
+        fn reset(&mut self, buf: *mut u8) {
+            self.buf = buf;
+            self.cipher_off = 0;
+            self.cipher_len = 0;
+            self.hash_off = 0;
+            self.hash_len = 0;
+            self.iv_len = 0;
+            self.aad_len = 0;
+            self.status = -1;
+        }
     }
 
     fn raw_op(buf: *mut u8) -> RawOp {
@@ -516,11 +565,12 @@ mod imp {
             matches!(self.mode, Mode::Ccm { .. } | Mode::ChaCha { .. })
         }
 
-        /// Lays out one packet's op: cipher range after the IV, hash range (the whole
-        /// packet up to the ICV for encrypt-then-MAC, plus the high sequence bits with
-        /// ESN, written into the ICV's room; the text for combined modes, with the AAD
-        /// apart). Returns `None` for a packet whose text does not fit the cipher.
-        fn layout(&self, esp: &mut [u8], seq: u64) -> Option<RawOp> {
+        /// Lays out one packet's op in `op` (a record just reset to the packet): cipher
+        /// range after the IV, hash range (the whole packet up to the ICV for
+        /// encrypt-then-MAC, plus the high sequence bits with ESN, written into the ICV's
+        /// room; the text for combined modes, with the AAD apart). Returns false for a
+        /// packet whose text does not fit the cipher.
+        fn layout(&self, esp: &mut [u8], seq: u64, op: &mut RawOp) -> bool {
             let iv_len = self.suite.iv_len();
             let text_end = esp.len() - self.suite.icv_len();
             let cipher_off = ESP_HEADER_LEN + iv_len;
@@ -529,12 +579,11 @@ mod imp {
             // padding is wrong), and the library would refuse it anyway.
             if matches!(self.suite.enc, Encryption::AesCbc { .. }) && !cipher_len.is_multiple_of(16)
             {
-                return None;
+                return false;
             }
-            let mut op = raw_op(esp.as_mut_ptr());
             op.cipher_off = cipher_off as u64;
             op.cipher_len = cipher_len as u64;
-            self.library_iv(&mut op, &esp[ESP_HEADER_LEN..cipher_off]);
+            self.library_iv(op, &esp[ESP_HEADER_LEN..cipher_off]);
             if self.is_combined() {
                 let (aad, aad_len) = aead_aad(esp, seq, self.esn);
                 op.aad[..12].copy_from_slice(&aad);
@@ -552,7 +601,7 @@ mod imp {
                     op.hash_len += 4;
                 }
             }
-            Some(op)
+            true
         }
 
         /// Writes the packet's IV: the sequence number for counter modes, the next
@@ -574,8 +623,7 @@ mod imp {
             let cbc = matches!(self.suite.enc, Encryption::AesCbc { .. });
             SCRATCH.with(|cell| {
                 let s = &mut *cell.borrow_mut();
-                s.ops.clear();
-                s.index.clear();
+                s.clear();
                 if cbc {
                     // RFC 3602 §2: unpredictable IVs, from the CSPRNG (ChaCha12 reseeded
                     // from the OS), one draw for the whole burst.
@@ -599,18 +647,17 @@ mod imp {
                         &[][..]
                     };
                     self.write_iv(op.esp, op.seq, cbc_iv);
-                    match self.layout(op.esp, op.seq) {
-                        Some(raw) => {
-                            s.ops.push(raw);
-                            s.index.push(i);
-                        }
+                    let raw = s.next(op.esp.as_mut_ptr());
+                    if self.layout(op.esp, op.seq, raw) {
+                        s.keep(i);
+                    } else {
                         // A seal that cannot run must not leave plaintext behind a zero
                         // ICV: the text is wiped and the peer drops the packet.
-                        None => op.esp[ESP_HEADER_LEN + self.suite.iv_len()..].fill(0),
+                        op.esp[ESP_HEADER_LEN + self.suite.iv_len()..].fill(0);
                     }
                 }
-                self.run(SEAL, &mut s.ops);
-                for (raw, &i) in s.ops.iter().zip(&s.index) {
+                self.run(SEAL, s.live());
+                for (raw, &i) in s.ops[..s.used].iter().zip(&s.index) {
                     let esp = &mut *ops[i].esp;
                     let text_end = esp.len() - icv;
                     if raw.status == 0 {
@@ -630,27 +677,25 @@ mod imp {
             }
             SCRATCH.with(|cell| {
                 let s = &mut *cell.borrow_mut();
-                s.ops.clear();
-                s.index.clear();
+                s.clear();
                 for (i, op) in ops.iter_mut().enumerate().take(ok.len()) {
                     if op.esp.len() < min {
                         continue;
                     }
                     let text_end = op.esp.len() - icv;
-                    let mut expect = [0u8; 32];
-                    expect[..icv].copy_from_slice(&op.esp[text_end..]);
-                    if let Some(mut raw) = self.layout(op.esp, op.seq) {
-                        raw.expect = expect;
-                        s.ops.push(raw);
-                        s.index.push(i);
+                    let raw = s.next(op.esp.as_mut_ptr());
+                    // Saved before the layout: with ESN it writes into the ICV's room.
+                    raw.expect[..icv].copy_from_slice(&op.esp[text_end..]);
+                    if self.layout(op.esp, op.seq, raw) {
+                        s.keep(i);
                     }
                 }
                 if self.is_combined() {
-                    self.run(OPEN_AEAD, &mut s.ops);
+                    self.run(OPEN_AEAD, s.live());
                     self.settle(ops, ok, s);
                 } else {
                     // Authenticate before decrypting: the ICVs alone first.
-                    self.run(HASH_ONLY, &mut s.ops);
+                    self.run(HASH_ONLY, s.live());
                     self.settle(ops, ok, s);
                     if self.cipher != C_NULL {
                         self.decrypt_authentic(ok, s);
@@ -670,7 +715,7 @@ mod imp {
         /// received ICV back where ESN's high bits were written.
         fn settle(&self, ops: &mut [EspOp<'_>], ok: &mut [bool], s: &mut Scratch) {
             let icv = self.suite.icv_len();
-            for (raw, &i) in s.ops.iter().zip(&s.index) {
+            for (raw, &i) in s.ops[..s.used].iter().zip(&s.index) {
                 let esp = &mut *ops[i].esp;
                 let text_end = esp.len() - icv;
                 esp[text_end..].copy_from_slice(&raw.expect[..icv]);
@@ -682,17 +727,17 @@ mod imp {
         /// ICV was good; a job the library does not complete turns its packet bad.
         fn decrypt_authentic(&self, ok: &mut [bool], s: &mut Scratch) {
             let mut kept = 0;
-            for j in 0..s.ops.len() {
+            for j in 0..s.used {
                 if ok[s.index[j]] {
                     s.ops.swap(kept, j);
                     s.index.swap(kept, j);
                     kept += 1;
                 }
             }
-            s.ops.truncate(kept);
+            s.used = kept;
             s.index.truncate(kept);
-            self.run(DECRYPT_ONLY, &mut s.ops);
-            for (raw, &i) in s.ops.iter().zip(&s.index) {
+            self.run(DECRYPT_ONLY, s.live());
+            for (raw, &i) in s.ops[..s.used].iter().zip(&s.index) {
                 if raw.status != 0 {
                     ok[i] = false;
                 }
@@ -710,9 +755,9 @@ mod imp {
             let icv = self.esp.suite.icv_len();
             SCRATCH.with(|cell| {
                 let s = &mut *cell.borrow_mut();
-                s.ops.clear();
-                for op in ops.iter_mut() {
-                    let mut raw = raw_op(op.text.as_mut_ptr());
+                s.clear();
+                for (i, op) in ops.iter_mut().enumerate() {
+                    let raw = s.next(op.text.as_mut_ptr());
                     raw.hash_len = op.text.len() as u64;
                     if let Mode::Gmac { salt } = self.esp.mode {
                         // RFC 4543 §3.1 (AH: §5): the nonce is salt || the header's IV.
@@ -720,10 +765,10 @@ mod imp {
                         raw.iv[4..12].copy_from_slice(&op.iv);
                         raw.iv_len = 12;
                     }
-                    s.ops.push(raw);
+                    s.keep(i);
                 }
-                self.esp.run(HASH_ONLY, &mut s.ops);
-                for (op, raw) in ops.iter_mut().zip(&s.ops) {
+                self.esp.run(HASH_ONLY, s.live());
+                for (op, raw) in ops.iter_mut().zip(&s.ops[..s.used]) {
                     op.icv = (raw.status == 0).then(|| Tag::from_slice(&raw.tag[..icv]));
                 }
             });

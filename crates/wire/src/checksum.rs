@@ -57,7 +57,17 @@ mod tests {
             }
             !(s as u16)
         };
-        let edges = [0, 1, 0xfffe, 0xffff, 0x1_0000, 0x1_fffe, 0x1_ffff, 0xffff_0000, u32::MAX];
+        let edges = [
+            0,
+            1,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0x1_ffff,
+            0xffff_0000,
+            u32::MAX,
+        ];
         let spread = (0..=u32::MAX / 65_521).map(|i| i * 65_521);
         for s in edges.into_iter().chain(spread) {
             assert_eq!(finish(s), slow(s), "{s:#x}");

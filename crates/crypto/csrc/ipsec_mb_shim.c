@@ -371,6 +371,39 @@ int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
     return failed;
 }
 
+/*
+ * AES-GMAC (RFC 4543) through the direct GCM API: GCM of an empty text, the authenticated
+ * bytes as its AAD. The library's GMAC job runs older code (on the CPUs measured, 10.2
+ * against 16.9 Mops at 1040 bytes), so GMAC goes one call per packet, as AES-GCM does.
+ * Synchronous: every op completes. Mirrors `RawGmacOp` in src/ipsec_mb_esp.rs.
+ */
+struct espgw_gmac_op {
+    const uint8_t *aad;     /* everything the ICV covers */
+    uint64_t aad_len;
+    uint8_t *tag;           /* where the tag is written */
+    uint8_t iv[12];         /* the nonce: salt || the packet's IV */
+    uint32_t tag_len;
+};
+_Static_assert(sizeof(struct espgw_gmac_op) == 40, "espgw_gmac_op layout");
+
+void espgw_gmac_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_bytes,
+                       struct espgw_gmac_op *ops, uint32_t n)
+{
+    struct gcm_context_data ctx;
+
+    for (uint32_t i = 0; i < n; i++) {
+        struct espgw_gmac_op *op = &ops[i];
+        /* No text: in and out are never touched, but must be valid pointers. */
+        uint8_t *none = op->tag;
+        switch (key_bytes) {
+        case 16: IMB_AES128_GCM_ENC(m, kd, &ctx, none, none, 0, op->iv, op->aad, op->aad_len, op->tag, op->tag_len); break;
+        case 24: IMB_AES192_GCM_ENC(m, kd, &ctx, none, none, 0, op->iv, op->aad, op->aad_len, op->tag, op->tag_len); break;
+        default: IMB_AES256_GCM_ENC(m, kd, &ctx, none, none, 0, op->iv, op->aad, op->aad_len, op->tag, op->tag_len); break;
+        }
+    }
+    explicit_bzero(&ctx, sizeof(ctx));
+}
+
 /* AES key schedules: encryption and decryption (16-byte aligned, 240 bytes each). */
 int espgw_mb_aes_keyexp(IMB_MGR *m, uint32_t key_bytes, const uint8_t *key, void *enc,
                         void *dec)

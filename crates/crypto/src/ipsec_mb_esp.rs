@@ -98,7 +98,47 @@ mod imp {
         status: i64,
     }
 
+    /// Mirrors `struct espgw_gmac_op` in the shim, which asserts the same size.
+    #[repr(C)]
+    struct RawGmacOp {
+        aad: *const u8,
+        aad_len: u64,
+        tag: *mut u8,
+        iv: [u8; 12],
+        tag_len: u32,
+    }
+
+    const _: () = assert!(std::mem::size_of::<RawGmacOp>() == 40);
+
+    impl RawGmacOp {
+        const UNUSED: RawGmacOp = RawGmacOp {
+            aad: std::ptr::null(),
+            aad_len: 0,
+            tag: std::ptr::null_mut(),
+            iv: [0; 12],
+            tag_len: 0,
+        };
+    }
+
+    /// AES-GMAC ops per library call.
+    const GMAC_CHUNK: usize = 64;
+
+    thread_local! {
+        /// Per-thread AES-GMAC records and computed tags (opening and AH compare or take
+        /// them), reused by every call: nothing is allocated or zero-filled per burst. A
+        /// tag is only read after the call that wrote it.
+        static GMAC: RefCell<([RawGmacOp; GMAC_CHUNK], [[u8; 16]; GMAC_CHUNK])> =
+            const { RefCell::new(([RawGmacOp::UNUSED; GMAC_CHUNK], [[0; 16]; GMAC_CHUNK])) };
+    }
+
     extern "C" {
+        fn espgw_gmac_direct(
+            m: *mut ImbMgr,
+            kd: *const u8,
+            key_bytes: u32,
+            ops: *mut RawGmacOp,
+            n: u32,
+        );
         fn espgw_mb_esp(
             m: *mut ImbMgr,
             sa: *const RawSa,
@@ -617,7 +657,132 @@ mod imp {
             }
         }
 
+        /// AES-GMAC over `items`, a chunk at a time: `fill(item, op, scratch_tag)` writes
+        /// an item's record (what the ICV covers, the nonce, where its tag goes: its ICV
+        /// bytes or `scratch_tag`) or returns false for an item too short to run; then
+        /// `done(i, item, tag)` gets every item that ran, with its scratch tag.
+        fn gmac_run<T>(
+            &self,
+            items: &mut [T],
+            mut fill: impl FnMut(&mut T, &mut RawGmacOp, *mut u8) -> bool,
+            mut done: impl FnMut(usize, &mut T, &[u8; 16]),
+        ) {
+            let (Some(key), Encryption::AesGmac { key_len }) =
+                (self.gcm_key.as_ref(), self.suite.enc)
+            else {
+                return;
+            };
+            GMAC.with(|cell| {
+                let (raw, tags) = &mut *cell.borrow_mut();
+                for (c, chunk) in items.chunks_mut(GMAC_CHUNK).enumerate() {
+                    let mut used = 0;
+                    let mut index = [0u8; GMAC_CHUNK];
+                    for (k, item) in chunk.iter_mut().enumerate() {
+                        if fill(item, &mut raw[used], tags[used].as_mut_ptr()) {
+                            index[used] = k as u8;
+                            used += 1;
+                        }
+                    }
+                    if used > 0 {
+                        with_mgr(|m| {
+                            // SAFETY: m is this thread's live manager; the key data is a
+                            // live, precomputed gcm_key_data of `key_len` bytes; each of
+                            // the first `used` records was written by `fill` from an item
+                            // borrowed for this call (what the ICV covers, and its ICV
+                            // bytes or a slot of `tags`), lengths from those buffers.
+                            unsafe {
+                                espgw_gmac_direct(
+                                    m,
+                                    key.as_ptr(),
+                                    key_len as u32,
+                                    raw.as_mut_ptr(),
+                                    used as u32,
+                                )
+                            }
+                        });
+                    }
+                    for (tag, &k) in tags[..used].iter().zip(&index) {
+                        let k = usize::from(k);
+                        done(c * GMAC_CHUNK + k, &mut chunk[k], tag);
+                    }
+                }
+            });
+        }
+
+        /// The nonce of RFC 4543 §3.1: salt || the packet's 8-byte IV.
+        fn gmac_nonce(&self, iv: &[u8]) -> [u8; 12] {
+            let mut n = [0u8; 12];
+            if let Mode::Gmac { salt } = self.mode {
+                n[..4].copy_from_slice(&salt);
+            }
+            n[4..].copy_from_slice(iv);
+            n
+        }
+
+        /// An ESP packet's AES-GMAC record: the ICV covers SPI, sequence number, IV,
+        /// payload and trailer (RFC 4543 §3.3), which stay in the clear; the tag goes to
+        /// the ICV bytes (`tag` null) or to `tag`.
+        fn gmac_esp_op(&self, esp: &mut [u8], r: &mut RawGmacOp, tag: *mut u8) -> bool {
+            let icv = self.suite.icv_len();
+            if esp.len() < self.min_len() {
+                return false;
+            }
+            let text_end = esp.len() - icv;
+            r.iv = self.gmac_nonce(&esp[ESP_HEADER_LEN..ESP_HEADER_LEN + 8]);
+            // Both pointers from one: the covered bytes and the ICV are disjoint.
+            let base = esp.as_mut_ptr();
+            r.aad = base;
+            r.aad_len = text_end as u64;
+            r.tag = if tag.is_null() {
+                base.wrapping_add(text_end)
+            } else {
+                tag
+            };
+            r.tag_len = icv as u32;
+            true
+        }
+
+        /// Seals ESP AES-GMAC packets; the IV is the sequence number (RFC 4543 §3.1).
+        fn gmac_seal(&self, ops: &mut [EspOp<'_>]) {
+            let min = self.min_len();
+            self.gmac_run(
+                ops,
+                |op, r, _| {
+                    if op.esp.len() >= min {
+                        op.esp[ESP_HEADER_LEN..ESP_HEADER_LEN + 8]
+                            .copy_from_slice(&op.seq.to_be_bytes());
+                    }
+                    self.gmac_esp_op(op.esp, r, std::ptr::null_mut())
+                },
+                |_, _, _| {},
+            );
+        }
+
+        /// Opens ESP AES-GMAC packets: each ICV recomputed and compared in constant time
+        /// (there is nothing to decrypt). What fails loses everything after its IV.
+        fn gmac_open(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+            let icv = self.suite.icv_len();
+            for o in ok.iter_mut() {
+                *o = false;
+            }
+            let n = ops.len().min(ok.len());
+            self.gmac_run(
+                &mut ops[..n],
+                |op, r, scratch| self.gmac_esp_op(op.esp, r, scratch),
+                |i, op, tag| ok[i] = ct_eq(&tag[..icv], &op.esp[op.esp.len() - icv..]),
+            );
+            for (op, ok) in ops.iter_mut().zip(ok.iter()) {
+                if !*ok {
+                    let start = (ESP_HEADER_LEN + 8).min(op.esp.len());
+                    op.esp[start..].fill(0);
+                }
+            }
+        }
+
         fn seal(&self, ops: &mut [EspOp<'_>], given_ivs: Option<&[[u8; 16]]>) {
+            if let Mode::Gmac { .. } = self.mode {
+                return self.gmac_seal(ops);
+            }
             let min = self.min_len();
             let icv = self.suite.icv_len();
             let cbc = matches!(self.suite.enc, Encryption::AesCbc { .. });
@@ -670,6 +835,9 @@ mod imp {
         }
 
         fn open(&self, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
+            if let Mode::Gmac { .. } = self.mode {
+                return self.gmac_open(ops, ok);
+            }
             let min = self.min_len();
             let icv = self.suite.icv_len();
             for o in ok.iter_mut() {
@@ -753,6 +921,25 @@ mod imp {
     impl AhBurst for MbAh {
         fn tag_burst(&self, ops: &mut [AhOp<'_>]) {
             let icv = self.esp.suite.icv_len();
+            if let Mode::Gmac { .. } = self.esp.mode {
+                for op in ops.iter_mut() {
+                    op.icv = None;
+                }
+                // RFC 4543 §5: the nonce is salt || the AH header's IV.
+                self.esp.gmac_run(
+                    ops,
+                    |op, r, scratch| {
+                        r.iv = self.esp.gmac_nonce(&op.iv);
+                        r.aad = op.text.as_ptr();
+                        r.aad_len = op.text.len() as u64;
+                        r.tag = scratch;
+                        r.tag_len = icv as u32;
+                        true
+                    },
+                    |_, op, tag| op.icv = Some(Tag::from_slice(&tag[..icv])),
+                );
+                return;
+            }
             SCRATCH.with(|cell| {
                 let s = &mut *cell.borrow_mut();
                 s.clear();

@@ -395,21 +395,25 @@ mod imp {
             let Some(text_len) = op.buf.len().checked_sub(self.icv_len) else {
                 return false;
             };
-            let text = op.buf.as_mut_ptr();
+            r.iv = op.nonce;
+            r.aad = op.aad;
+            r.aad_len = u32::from(op.aad_len.min(12));
+            self.set_text(r, op.buf.as_mut_ptr(), text_len, tag);
+            true
+        }
+
+        /// The record's text (`text_len` bytes at `text`, the ICV's room right after it)
+        /// and where the tag goes: sealing (`tag` null) writes it into the ICV's room.
+        fn set_text(&self, r: &mut RawAeadOp, text: *mut u8, text_len: usize, tag: *mut u8) {
             r.text = text;
             r.len = text_len as u64;
-            // Sealing writes the ICV right after the text, inside the same buffer.
             r.tag = if tag.is_null() {
                 text.wrapping_add(text_len)
             } else {
                 tag
             };
-            r.iv = op.nonce;
-            r.aad = op.aad;
-            r.aad_len = u32::from(op.aad_len.min(12));
             r.tag_len = self.icv_len as u32;
             r.status = -1;
-            true
         }
 
         /// Writes the raw op of an ESP packet (RFC 4106), read from the packet itself:
@@ -436,16 +440,7 @@ mod imp {
             let (aad, aad_len) = aead_aad(head, op.seq, esn);
             r.aad = aad;
             r.aad_len = aad_len as u32;
-            let text = text.as_mut_ptr();
-            r.text = text;
-            r.len = text_len as u64;
-            r.tag = if tag.is_null() {
-                text.wrapping_add(text_len)
-            } else {
-                tag
-            };
-            r.tag_len = self.icv_len as u32;
-            r.status = -1;
+            self.set_text(r, text.as_mut_ptr(), text_len, tag);
             true
         }
     }

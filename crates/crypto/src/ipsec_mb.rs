@@ -455,56 +455,71 @@ mod imp {
         }
 
         fn seal_burst(&self, ops: &mut [AeadOp<'_>]) {
-            let mut done = [false; CHUNK];
-            for chunk in ops.chunks_mut(CHUNK) {
-                self.run_chunk(chunk, None, &mut done, |op, tag, r| {
-                    self.raw_aead_op(op, tag, r)
-                });
-            }
+            self.seal_all(ops, |op, tag, r| self.raw_aead_op(op, tag, r));
         }
 
         fn open_burst(&self, ops: &mut [AeadOp<'_>], ok: &mut [bool]) {
-            let icv = self.icv_len;
-            for (chunk, ok) in ops.chunks_mut(CHUNK).zip(ok.chunks_mut(CHUNK)) {
-                let mut done = [false; CHUNK];
-                TAGS.with(|cell| {
-                    let mut tags = cell.borrow_mut();
-                    self.run_chunk(chunk, Some(&mut tags), &mut done, |op, tag, r| {
-                        self.raw_aead_op(op, tag, r)
-                    });
-                    compare(chunk, ok, &tags[..], &done, icv, |op| &mut *op.buf);
-                });
-            }
+            self.open_all(
+                ops,
+                ok,
+                |op, tag, r| self.raw_aead_op(op, tag, r),
+                |op| &mut *op.buf,
+            );
         }
 
         fn seal_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>]) {
-            let mut done = [false; CHUNK];
-            for chunk in ops.chunks_mut(CHUNK) {
-                self.run_chunk(chunk, None, &mut done, |op, tag, r| {
-                    self.raw_esp_op(salt, esn, op, tag, r)
-                });
-            }
+            self.seal_all(ops, |op, tag, r| self.raw_esp_op(salt, esn, op, tag, r));
         }
 
         fn open_esp(&self, salt: &[u8; 4], esn: bool, ops: &mut [EspOp<'_>], ok: &mut [bool]) {
             let icv = self.icv_len;
+            self.open_all(
+                ops,
+                ok,
+                |op, tag, r| self.raw_esp_op(salt, esn, op, tag, r),
+                // What fails loses text and ICV; a packet too short to hold them, all of it.
+                |op| {
+                    let from = if op.esp.len() >= ESP_TEXT + icv {
+                        ESP_TEXT
+                    } else {
+                        0
+                    };
+                    &mut op.esp[from..]
+                },
+            );
+        }
+    }
+
+    impl MbGcmKey {
+        /// Seals every op, CHUNK at a time; `make` writes an op's record (see
+        /// [`MbGcmKey::run_chunk`]).
+        fn seal_all<T>(
+            &self,
+            ops: &mut [T],
+            mut make: impl FnMut(&mut T, *mut u8, &mut RawAeadOp) -> bool,
+        ) {
+            let mut done = [false; CHUNK];
+            for chunk in ops.chunks_mut(CHUNK) {
+                self.run_chunk(chunk, None, &mut done, &mut make);
+            }
+        }
+
+        /// Opens every op, CHUNK at a time: the tags computed into the per-thread scratch,
+        /// then compared ([`compare`]); `text_and_icv` names what an op that fails loses.
+        fn open_all<T>(
+            &self,
+            ops: &mut [T],
+            ok: &mut [bool],
+            mut make: impl FnMut(&mut T, *mut u8, &mut RawAeadOp) -> bool,
+            text_and_icv: impl Fn(&mut T) -> &mut [u8],
+        ) {
+            let icv = self.icv_len;
             for (chunk, ok) in ops.chunks_mut(CHUNK).zip(ok.chunks_mut(CHUNK)) {
                 let mut done = [false; CHUNK];
                 TAGS.with(|cell| {
                     let mut tags = cell.borrow_mut();
-                    self.run_chunk(chunk, Some(&mut tags), &mut done, |op, tag, r| {
-                        self.raw_esp_op(salt, esn, op, tag, r)
-                    });
-                    // What failed loses text and ICV; a packet too short to hold them,
-                    // all of it.
-                    compare(chunk, ok, &tags[..], &done, icv, |op| {
-                        let from = if op.esp.len() >= ESP_TEXT + icv {
-                            ESP_TEXT
-                        } else {
-                            0
-                        };
-                        &mut op.esp[from..]
-                    });
+                    self.run_chunk(chunk, Some(&mut tags), &mut done, &mut make);
+                    compare(chunk, ok, &tags[..], &done, icv, &text_and_icv);
                 });
             }
         }

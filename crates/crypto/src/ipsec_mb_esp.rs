@@ -458,14 +458,14 @@ mod imp {
             self.index.clear();
         }
 
-        /// The next record, reset to point at `buf` with nothing to do; it counts once
-        /// [`Scratch::keep`] is called.
-        fn next(&mut self, buf: *mut u8) -> &mut RawOp {
+        /// The next record, reset to nothing to do; it counts once [`Scratch::keep`] is
+        /// called.
+        fn next(&mut self) -> &mut RawOp {
             if self.ops.len() == self.used {
-                self.ops.push(raw_op(buf));
+                self.ops.push(raw_op(std::ptr::null_mut()));
             }
             let r = &mut self.ops[self.used];
-            r.reset(buf);
+            r.reset();
             r
         }
 
@@ -486,11 +486,11 @@ mod imp {
     }
 
     impl RawOp {
-        /// Points the record at `buf` and zeroes every length and offset the shim reads,
-        /// leaving the arrays: only their first `iv_len` / `aad_len` bytes are read, and
-        /// `tag` and `expect` are written before they are read.
-        fn reset(&mut self, buf: *mut u8) {
-            self.buf = buf;
+        /// Zeroes every pointer, length and offset the shim reads, leaving the arrays: only
+        /// their first `iv_len` / `aad_len` bytes are read, and `tag` and `expect` are
+        /// written before they are read.
+        fn reset(&mut self) {
+            self.buf = std::ptr::null_mut();
             self.cipher_off = 0;
             self.cipher_len = 0;
             self.hash_off = 0;
@@ -605,7 +605,7 @@ mod imp {
             matches!(self.mode, Mode::Ccm { .. } | Mode::ChaCha { .. })
         }
 
-        /// Lays out one packet's op in `op` (a record just reset to the packet): cipher
+        /// Lays out one packet's op in `op` (a record just reset): cipher
         /// range after the IV, hash range (the whole packet up to the ICV for
         /// encrypt-then-MAC, plus the high sequence bits with ESN, written into the ICV's
         /// room; the text for combined modes, with the AAD apart). Returns false for a
@@ -641,6 +641,9 @@ mod imp {
                     op.hash_len += 4;
                 }
             }
+            // Taken last, after every write to the packet above: the pointer the library
+            // uses is then the packet's latest borrow.
+            op.buf = esp.as_mut_ptr();
             true
         }
 
@@ -674,32 +677,42 @@ mod imp {
             };
             GMAC.with(|cell| {
                 let (raw, tags) = &mut *cell.borrow_mut();
+                // One pointer for all the scratch tags, taken once: the library writes
+                // through offsets of it, and the tags are read back through `tags`.
+                let tag_base: *mut [u8; 16] = tags.as_mut_ptr();
                 for (c, chunk) in items.chunks_mut(GMAC_CHUNK).enumerate() {
                     let mut used = 0;
                     let mut index = [0u8; GMAC_CHUNK];
                     for (k, item) in chunk.iter_mut().enumerate() {
-                        if fill(item, &mut raw[used], tags[used].as_mut_ptr()) {
+                        if fill(item, &mut raw[used], tag_base.wrapping_add(used).cast()) {
                             index[used] = k as u8;
                             used += 1;
                         }
                     }
-                    if used > 0 {
-                        with_mgr(|m| {
-                            // SAFETY: m is this thread's live manager; the key data is a
-                            // live, precomputed gcm_key_data of `key_len` bytes; each of
-                            // the first `used` records was written by `fill` from an item
-                            // borrowed for this call (what the ICV covers, and its ICV
-                            // bytes or a slot of `tags`), lengths from those buffers.
-                            unsafe {
-                                espgw_gmac_direct(
-                                    m,
-                                    key.as_ptr(),
-                                    key_len as u32,
-                                    raw.as_mut_ptr(),
-                                    used as u32,
-                                )
-                            }
-                        });
+                    if used == 0 {
+                        continue;
+                    }
+                    let ran = with_mgr(|m| {
+                        // SAFETY: m is this thread's live manager; the key data is a
+                        // live, precomputed gcm_key_data of `key_len` bytes; each of
+                        // the first `used` records was written by `fill` from an item
+                        // borrowed for this call (what the ICV covers, and its ICV
+                        // bytes or a slot of `tags`), lengths from those buffers.
+                        unsafe {
+                            espgw_gmac_direct(
+                                m,
+                                key.as_ptr(),
+                                key_len as u32,
+                                raw.as_mut_ptr(),
+                                used as u32,
+                            )
+                        }
+                    })
+                    .is_some();
+                    if !ran {
+                        // No manager on this thread: nothing ran, and the scratch tags are
+                        // stale; every item stays failed.
+                        continue;
                     }
                     for (tag, &k) in tags[..used].iter().zip(&index) {
                         let k = usize::from(k);
@@ -812,7 +825,7 @@ mod imp {
                         &[][..]
                     };
                     self.write_iv(op.esp, op.seq, cbc_iv);
-                    let raw = s.next(op.esp.as_mut_ptr());
+                    let raw = s.next();
                     if self.layout(op.esp, op.seq, raw) {
                         s.keep(i);
                     } else {
@@ -851,7 +864,7 @@ mod imp {
                         continue;
                     }
                     let text_end = op.esp.len() - icv;
-                    let raw = s.next(op.esp.as_mut_ptr());
+                    let raw = s.next();
                     // Saved before the layout: with ESN it writes into the ICV's room.
                     raw.expect[..icv].copy_from_slice(&op.esp[text_end..]);
                     if self.layout(op.esp, op.seq, raw) {
@@ -944,7 +957,8 @@ mod imp {
                 let s = &mut *cell.borrow_mut();
                 s.clear();
                 for (i, op) in ops.iter_mut().enumerate() {
-                    let raw = s.next(op.text.as_mut_ptr());
+                    let raw = s.next();
+                    raw.buf = op.text.as_mut_ptr();
                     raw.hash_len = op.text.len() as u64;
                     if let Mode::Gmac { salt } = self.esp.mode {
                         // RFC 4543 §3.1 (AH: §5): the nonce is salt || the header's IV.

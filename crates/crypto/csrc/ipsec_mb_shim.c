@@ -341,18 +341,15 @@ static void finish_esp(IMB_JOB *job)
 }
 
 /*
- * Runs `what` on `n` ops of one SA: each job is submitted as soon as it is filled (the
- * library starts a lane group when enough jobs of one algorithm are queued) and whatever
- * remains is flushed at the end, so every op has completed or failed on return. The
- * library's argument checks stay on: they cost little next to the work and turn a
- * length the Rust side got wrong into a failed op, not a wild access. Returns the number
- * of ops that did not complete.
+ * Runs `what` on `n` ops of one SA one job at a time: each job is submitted as soon as it
+ * is filled (the library starts a lane group when enough jobs of one algorithm are queued)
+ * and whatever remains is flushed at the end. The library checks each job as it takes it,
+ * so a job with a bad length fails alone.
  */
-int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
-                 struct espgw_mb_op *ops, uint32_t n)
+static void mb_esp_one_by_one(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                              struct espgw_mb_op *ops, uint32_t n)
 {
     IMB_JOB *job;
-    int failed = 0;
 
     for (uint32_t i = 0; i < n; i++) {
         job = IMB_GET_NEXT_JOB(m);
@@ -365,6 +362,57 @@ int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
     }
     while ((job = IMB_FLUSH_JOB(m)) != NULL)
         finish_esp(job);
+}
+
+/*
+ * Runs `what` on `n` ops of one SA, so that every op has completed or failed on return;
+ * returns the number of ops that did not complete.
+ *
+ * Through the burst API: one queue reservation and one submission per burst rather than
+ * two library calls per packet (callgrind: 33-101 fewer instructions per packet at 64
+ * bytes). The library's argument checks stay on: they cost little next to the work and
+ * turn a length the Rust side got wrong into a failed op, not a wild access. A burst with
+ * such a job is refused whole, with nothing submitted (the queue is left as it was), so
+ * that burst then goes one job at a time, where the bad job fails alone.
+ */
+int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                 struct espgw_mb_op *ops, uint32_t n)
+{
+    IMB_JOB *jobs[IMB_MAX_BURST_SIZE];
+    int failed = 0;
+    uint32_t done = 0;
+
+    while (done < n) {
+        uint32_t want = n - done, got, completed;
+        if (want > IMB_MAX_BURST_SIZE)
+            want = IMB_MAX_BURST_SIZE;
+        got = IMB_GET_NEXT_BURST(m, want, jobs);
+        if (got < want) {
+            /* Queue space is held by unfinished jobs: complete them first. */
+            uint32_t f = IMB_FLUSH_BURST(m, IMB_MAX_BURST_SIZE, jobs);
+            for (uint32_t i = 0; i < f; i++)
+                finish_esp(jobs[i]);
+            got = IMB_GET_NEXT_BURST(m, want, jobs);
+            if (got == 0)
+                break;
+        }
+        for (uint32_t i = 0; i < got; i++)
+            fill_esp_job(jobs[i], sa, what, &ops[done + i]);
+        completed = IMB_SUBMIT_BURST(m, got, jobs);
+        if (completed == 0 && imb_get_errno(m) != 0) {
+            mb_esp_one_by_one(m, sa, what, &ops[done], got);
+            done += got;
+            continue;
+        }
+        for (uint32_t i = 0; i < completed; i++)
+            finish_esp(jobs[i]);
+        if (completed < got) {
+            uint32_t f = IMB_FLUSH_BURST(m, got - completed, jobs);
+            for (uint32_t i = 0; i < f; i++)
+                finish_esp(jobs[i]);
+        }
+        done += got;
+    }
     for (uint32_t i = 0; i < n; i++)
         if (ops[i].status != 0)
             failed++;

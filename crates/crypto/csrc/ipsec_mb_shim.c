@@ -106,19 +106,23 @@ static void finish(IMB_JOB *job)
 }
 
 /*
- * Runs `n` GCM operations under one key and returns the number of jobs that did not
- * complete (0 on success). Tags are written to op->tag; the caller compares them for
- * decryption.
- *
- * The burst API takes the whole burst in one call: one job-queue reservation and one
- * submission instead of three library calls per packet. Every field was set from
- * lengths the Rust side checked, so the library's own validation pass is skipped.
+ * One burst driver for every kind of op: the burst API takes a burst in one call, one
+ * job-queue reservation and one submission instead of two or three library calls per
+ * packet. `fill(job, ctx, i)` fills the job of op `i` (its user_data pointing at the op)
+ * and `finish(job)` records a job's outcome. With `refused` set, the library checks
+ * every burst and refuses a whole burst when one job fails its checks, submitting
+ * nothing (the queue is left as it was); `refused(ctx, first, count)` then runs those ops
+ * some other way. Without it, bursts go unchecked.
  */
-int espgw_gcm_burst(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_bytes,
-                    int encrypt, struct espgw_aead_op *ops, uint32_t n)
+struct burst_kind {
+    void (*fill)(IMB_JOB *job, void *ctx, uint32_t i);
+    void (*finish)(IMB_JOB *job);
+    void (*refused)(void *ctx, uint32_t first, uint32_t count);
+};
+
+static void run_bursts(IMB_MGR *m, uint32_t n, const struct burst_kind *k, void *ctx)
 {
     IMB_JOB *jobs[IMB_MAX_BURST_SIZE];
-    int failed = 0;
     uint32_t done = 0;
 
     while (done < n) {
@@ -130,23 +134,61 @@ int espgw_gcm_burst(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byte
             /* Queue space is held by unfinished jobs: complete them first. */
             uint32_t f = IMB_FLUSH_BURST(m, IMB_MAX_BURST_SIZE, jobs);
             for (uint32_t i = 0; i < f; i++)
-                finish(jobs[i]);
+                k->finish(jobs[i]);
             got = IMB_GET_NEXT_BURST(m, want, jobs);
             if (got == 0)
-                return failed + (int)(n - done);
+                return; /* the ops left keep the failed status their caller set */
         }
         for (uint32_t i = 0; i < got; i++)
-            fill_gcm_job(jobs[i], kd, key_bytes, encrypt, &ops[done + i]);
-        completed = IMB_SUBMIT_BURST_NOCHECK(m, got, jobs);
+            k->fill(jobs[i], ctx, done + i);
+        if (k->refused != NULL) {
+            completed = IMB_SUBMIT_BURST(m, got, jobs);
+            if (completed == 0 && imb_get_errno(m) != 0) {
+                k->refused(ctx, done, got);
+                done += got;
+                continue;
+            }
+        } else {
+            completed = IMB_SUBMIT_BURST_NOCHECK(m, got, jobs);
+        }
         for (uint32_t i = 0; i < completed; i++)
-            finish(jobs[i]);
+            k->finish(jobs[i]);
         if (completed < got) {
             uint32_t f = IMB_FLUSH_BURST(m, got - completed, jobs);
             for (uint32_t i = 0; i < f; i++)
-                finish(jobs[i]);
+                k->finish(jobs[i]);
         }
         done += got;
     }
+}
+
+struct gcm_burst {
+    const struct gcm_key_data *kd;
+    uint32_t key_bytes;
+    int encrypt;
+    struct espgw_aead_op *ops;
+};
+
+static void fill_gcm(IMB_JOB *job, void *ctx, uint32_t i)
+{
+    struct gcm_burst *b = ctx;
+    fill_gcm_job(job, b->kd, b->key_bytes, b->encrypt, &b->ops[i]);
+}
+
+/*
+ * Runs `n` GCM operations under one key through the job API and returns the number that
+ * did not complete (0 on success). Tags are written to op->tag; the caller compares them
+ * for decryption. Every field was set from lengths the Rust side checked, so the
+ * library's own validation pass is skipped.
+ */
+int espgw_gcm_burst(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_bytes,
+                    int encrypt, struct espgw_aead_op *ops, uint32_t n)
+{
+    static const struct burst_kind kind = { fill_gcm, finish, NULL };
+    struct gcm_burst b = { kd, key_bytes, encrypt, ops };
+    int failed = 0;
+
+    run_bursts(m, n, &kind, &b);
     for (uint32_t i = 0; i < n; i++)
         if (ops[i].status != 0)
             failed++;
@@ -186,9 +228,11 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
 }
 
 /*
- * ESP transforms other than AES-GCM through the job API: AES-CBC, AES-CTR or NULL with
- * HMAC-SHA1/SHA-2/MD5 or AES-XCBC-MAC; AES-CCM; ChaCha20-Poly1305; AES-GMAC. The library runs
- * several jobs at once in parallel lanes (multi-buffer), so a burst goes in together.
+ * ESP transforms other than AES-GCM and AES-GMAC through the job API: AES-CBC, AES-CTR or
+ * NULL with HMAC-SHA1/SHA-2/MD5 or AES-XCBC-MAC; AES-CCM; ChaCha20-Poly1305. The library
+ * runs several jobs at once in parallel lanes (multi-buffer), so a burst goes in together.
+ * (The GMAC hash ids remain for completeness; AES-GMAC itself goes through
+ * espgw_gmac_direct below.)
  *
  * The Rust side (src/ipsec_mb_esp.rs) lays out every operation; this file only copies
  * those fields into the library's job structure, whose layout belongs to the installed
@@ -364,55 +408,43 @@ static void mb_esp_one_by_one(IMB_MGR *m, const struct espgw_mb_sa *sa, int what
         finish_esp(job);
 }
 
+struct esp_burst {
+    IMB_MGR *m;
+    const struct espgw_mb_sa *sa;
+    int what;
+    struct espgw_mb_op *ops;
+};
+
+static void fill_esp(IMB_JOB *job, void *ctx, uint32_t i)
+{
+    struct esp_burst *b = ctx;
+    fill_esp_job(job, b->sa, b->what, &b->ops[i]);
+}
+
+static void esp_refused(void *ctx, uint32_t first, uint32_t count)
+{
+    struct esp_burst *b = ctx;
+    mb_esp_one_by_one(b->m, b->sa, b->what, &b->ops[first], count);
+}
+
 /*
  * Runs `what` on `n` ops of one SA, so that every op has completed or failed on return;
  * returns the number of ops that did not complete.
  *
- * Through the burst API: one queue reservation and one submission per burst rather than
- * two library calls per packet (callgrind: 33-101 fewer instructions per packet at 64
- * bytes). The library's argument checks stay on: they cost little next to the work and
- * turn a length the Rust side got wrong into a failed op, not a wild access. A burst with
- * such a job is refused whole, with nothing submitted (the queue is left as it was), so
- * that burst then goes one job at a time, where the bad job fails alone.
+ * Through the burst API (callgrind: 33-101 fewer instructions per packet at 64 bytes
+ * than two calls per packet). The library's argument checks stay on: they cost little
+ * next to the work and turn a length the Rust side got wrong into a failed op, not a wild
+ * access. A burst the library refuses for one such job goes one job at a time, where the
+ * bad job fails alone.
  */
 int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
                  struct espgw_mb_op *ops, uint32_t n)
 {
-    IMB_JOB *jobs[IMB_MAX_BURST_SIZE];
+    static const struct burst_kind kind = { fill_esp, finish_esp, esp_refused };
+    struct esp_burst b = { m, sa, what, ops };
     int failed = 0;
-    uint32_t done = 0;
 
-    while (done < n) {
-        uint32_t want = n - done, got, completed;
-        if (want > IMB_MAX_BURST_SIZE)
-            want = IMB_MAX_BURST_SIZE;
-        got = IMB_GET_NEXT_BURST(m, want, jobs);
-        if (got < want) {
-            /* Queue space is held by unfinished jobs: complete them first. */
-            uint32_t f = IMB_FLUSH_BURST(m, IMB_MAX_BURST_SIZE, jobs);
-            for (uint32_t i = 0; i < f; i++)
-                finish_esp(jobs[i]);
-            got = IMB_GET_NEXT_BURST(m, want, jobs);
-            if (got == 0)
-                break;
-        }
-        for (uint32_t i = 0; i < got; i++)
-            fill_esp_job(jobs[i], sa, what, &ops[done + i]);
-        completed = IMB_SUBMIT_BURST(m, got, jobs);
-        if (completed == 0 && imb_get_errno(m) != 0) {
-            mb_esp_one_by_one(m, sa, what, &ops[done], got);
-            done += got;
-            continue;
-        }
-        for (uint32_t i = 0; i < completed; i++)
-            finish_esp(jobs[i]);
-        if (completed < got) {
-            uint32_t f = IMB_FLUSH_BURST(m, got - completed, jobs);
-            for (uint32_t i = 0; i < f; i++)
-                finish_esp(jobs[i]);
-        }
-        done += got;
-    }
+    run_bursts(m, n, &kind, &b);
     for (uint32_t i = 0; i < n; i++)
         if (ops[i].status != 0)
             failed++;

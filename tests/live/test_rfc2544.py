@@ -153,12 +153,13 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         # kernel may still lose a frame of its own on a busy machine: an original (seen in
         # CI: 181 lost where the stand-in dropped 180), which can take a held frame's
         # reordering with it, or a duplicate's second copy (seen in CI: 153 duplicates of
-        # 154, nothing extra lost). Allow two such losses per trial, never a count beyond
-        # what the stand-in did, and require most trials exact.
+        # 154, nothing extra lost; and 5 extra lost of about 17,800 sent while the machine
+        # was busy). Allow such losses up to one in 2,000 frames per trial (at least two),
+        # never a count beyond what the stand-in did, and require most trials exact.
         extra_lost = t["lost"] - lost
         missed_dups = dups - t["duplicates"]
         assert extra_lost >= 0 and missed_dups >= 0, t
-        assert extra_lost + missed_dups <= 2, t
+        assert extra_lost + missed_dups <= max(2, t["sent"] // 2000), t
         assert reordered - 2 <= t["reordered"] <= reordered, t
         exact += (t["lost"], t["duplicates"], t["reordered"]) == (lost, dups, reordered)
         assert t["lost"] > 0 and t["duplicates"] > 0

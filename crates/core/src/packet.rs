@@ -81,14 +81,17 @@ impl Packet {
     }
 
     /// The frame.
+    #[inline]
     pub fn data(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
     /// The frame, writable.
+    #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.end]
     }
     /// Length of the frame.
+    #[inline]
     pub fn len(&self) -> usize {
         self.end - self.start
     }

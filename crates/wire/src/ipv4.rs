@@ -118,19 +118,8 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Whether the header checksum is correct.
     pub fn verify_checksum(&self) -> bool {
         let h = &self.b()[..self.header_len()];
-        // The common 20-byte header as five 32-bit words: a third of the generic loop's
-        // instructions on the per-packet path. In native byte order: the one's-complement
-        // sum of byte-swapped words is the byte-swapped sum (RFC 1071 §2(B)), and the
-        // all-ones result that marks a good header reads the same either way.
         if let Ok(w) = <&[u8; MIN_HEADER_LEN]>::try_from(h) {
-            let word =
-                |i: usize| u64::from(u32::from_ne_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]));
-            let mut s = word(0) + word(4) + word(8) + word(12) + word(16);
-            s = (s & 0xffff_ffff) + (s >> 32);
-            s = (s & 0xffff) + (s >> 16);
-            s = (s & 0xffff) + (s >> 16);
-            s = (s & 0xffff) + (s >> 16);
-            return s == 0xffff;
+            return header_checksum_ok(w);
         }
         checksum::checksum(h) == 0
     }
@@ -142,6 +131,22 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn payload(&self) -> &[u8] {
         &self.b()[self.header_len()..self.total_len()]
     }
+}
+
+/// Whether an option-free (20-byte) IPv4 header's checksum is correct: the header as five
+/// 32-bit words, a third of the generic loop's instructions on the per-packet path. In
+/// native byte order: the one's-complement sum of byte-swapped words is the byte-swapped
+/// sum (RFC 1071 §2(B)), and the all-ones result that marks a good header reads the same
+/// either way.
+#[inline(always)]
+pub fn header_checksum_ok(w: &[u8; MIN_HEADER_LEN]) -> bool {
+    let word = |i: usize| u64::from(u32::from_ne_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]));
+    let mut s = word(0) + word(4) + word(8) + word(12) + word(16);
+    s = (s & 0xffff_ffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s == 0xffff
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {

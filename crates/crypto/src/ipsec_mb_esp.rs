@@ -462,7 +462,7 @@ mod imp {
         /// called.
         fn next(&mut self) -> &mut RawOp {
             if self.ops.len() == self.used {
-                self.ops.push(raw_op(std::ptr::null_mut()));
+                self.ops.push(RawOp::empty());
             }
             let r = &mut self.ops[self.used];
             r.reset();
@@ -499,22 +499,24 @@ mod imp {
             self.aad_len = 0;
             self.status = -1;
         }
-    }
 
-    fn raw_op(buf: *mut u8) -> RawOp {
-        RawOp {
-            buf,
-            cipher_off: 0,
-            cipher_len: 0,
-            hash_off: 0,
-            hash_len: 0,
-            iv: [0; 16],
-            iv_len: 0,
-            aad: [0; 16],
-            aad_len: 0,
-            tag: [0; 64],
-            expect: [0; 32],
-            status: -1,
+        /// A record with nothing to do (no packet, no lengths), as [`RawOp::reset`] leaves
+        /// one.
+        fn empty() -> RawOp {
+            RawOp {
+                buf: std::ptr::null_mut(),
+                cipher_off: 0,
+                cipher_len: 0,
+                hash_off: 0,
+                hash_len: 0,
+                iv: [0; 16],
+                iv_len: 0,
+                aad: [0; 16],
+                aad_len: 0,
+                tag: [0; 64],
+                expect: [0; 32],
+                status: -1,
+            }
         }
     }
 

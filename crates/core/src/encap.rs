@@ -281,6 +281,7 @@ mod tests {
             dont_fragment: df,
             is_fragment: false,
             tos,
+            ttl: 64,
         }
     }
 

@@ -62,6 +62,8 @@ pub struct IpInfo {
     pub is_fragment: bool,
     /// TOS / traffic class.
     pub tos: u8,
+    /// TTL / hop limit.
+    pub ttl: u8,
 }
 
 #[inline(always)]
@@ -119,6 +121,7 @@ fn parse_ip_through_views(ip: &[u8]) -> Result<IpInfo, DropReason> {
                 dont_fragment: p.dont_fragment(),
                 is_fragment,
                 tos: p.tos(),
+                ttl: p.ttl(),
             })
         }
         Some(6) => {
@@ -144,6 +147,7 @@ fn parse_ip_through_views(ip: &[u8]) -> Result<IpInfo, DropReason> {
                 dont_fragment: false,
                 is_fragment: u.later_fragment,
                 tos: p.traffic_class(),
+                ttl: p.hop_limit(),
             })
         }
         _ => Err(DropReason::Malformed),
@@ -180,6 +184,7 @@ pub fn parse_ipv4_no_options(ip: &[u8]) -> Option<IpInfo> {
         dont_fragment: flags_frag & 0x4000 != 0,
         is_fragment: flags_frag & 0x2000 != 0 || !first,
         tos: h[1],
+        ttl: h[8],
     })
 }
 

@@ -27,6 +27,7 @@ use espgw_wire::{checksum, proto};
 use std::net::Ipv6Addr;
 
 use crate::counters::DropReason;
+use crate::flow::IpInfo;
 use crate::neighbour::NeighbourCache;
 use crate::packet::{Packet, Verdict};
 use crate::tables::{PortInfo, Tables};
@@ -186,6 +187,26 @@ fn ipv4_fast(d: &[u8], t: &Tables, hop: HopLimit) -> Option<(Triage, bool)> {
         return None;
     }
     Some((Triage::Pipeline, true))
+}
+
+/// [`ipv4_fast`]'s decision for a frame whose headers the pipeline has read already
+/// (`info`, from [`crate::flow::parse_ipv4_no_options`] behind an untagged Ethernet header:
+/// the frame [`ipv4_fast`] looks at, its checksum right), taken from the parsed fields, so
+/// that one read of the header serves both: `Some(ttl_due)` where `ipv4_fast` would give
+/// the pipeline the frame, `None` where the general path decides.
+#[inline(always)]
+pub fn triage_parsed(info: &IpInfo, port: u16, t: &Tables, hop: HopLimit) -> Option<bool> {
+    if usize::from(port) >= t.ports.len() || !info.key.v4 || info.is_fragment {
+        return None;
+    }
+    if t.is_local(true, info.key.dst) {
+        return matches!(info.key.proto, proto::ESP | proto::AH).then_some(false);
+    }
+    let dst = info.key.dst as u32;
+    if dst == u32::MAX || dst >> 28 == 0xe || hop == HopLimit::Keep || info.ttl <= 1 {
+        return None;
+    }
+    Some(true)
 }
 
 /// Swaps the Ethernet source and destination (a reply to the sender's MAC).

@@ -35,7 +35,9 @@ fn arp_request(target: [u8; 4]) -> Vec<u8> {
 
 /// The fast path decides exactly as the general one does, byte for byte, wherever it
 /// decides at all: random IPv4 frames (local or not, multicast, fragments, options,
-/// short or long lengths, every TTL and protocol mix) through both.
+/// short or long lengths, every TTL and protocol mix, checksum right or not) through both.
+/// And the decision taken from the pipeline's read of the header ([`triage_parsed`]) is
+/// the fast path's wherever that read succeeds.
 #[test]
 fn ipv4_fast_path_agrees_with_the_general_path() {
     use rand::{Rng, SeedableRng};
@@ -47,7 +49,7 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
         [224, 0, 0, 5],
         [255; 4],
     ];
-    let (mut decided, mut forwarded) = (0, 0);
+    let (mut decided, mut forwarded, mut read_decided) = (0, 0, 0);
     for _ in 0..20_000 {
         let payload = rng.gen_range(0..40);
         let mut f = vec![0u8; 14 + 20 + payload];
@@ -69,7 +71,25 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
         }
         f[22] = [0, 1, 2, 64, 255][rng.gen_range(0..5)];
         f[30..34].copy_from_slice(&dsts[rng.gen_range(0..dsts.len())]);
+        if rng.gen_bool(0.7) {
+            f[24..26].fill(0);
+            let c = checksum::checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
         for hop in [HopLimit::Decrement, HopLimit::Keep] {
+            // The decision from the pipeline's read of the header is the fast path's,
+            // wherever that read succeeds (the common frame with its checksum right).
+            if let Some(info) = crate::flow::parse_ipv4_no_options(&f[14..]) {
+                let from_read = triage_parsed(&info, 0, &t, hop);
+                let fast = ipv4_fast(&f, &t, hop);
+                assert_eq!(
+                    from_read.map(|due| (Triage::Pipeline, due)),
+                    fast.filter(|v| v.0 == Triage::Pipeline),
+                    "{f:02x?}"
+                );
+                assert_eq!(triage_parsed(&info, 1, &t, hop), None, "port out of range");
+                read_decided += usize::from(from_read.is_some());
+            }
             let mut fast = f.clone();
             let Some((verdict, ttl_due)) = ipv4_fast(&fast, &t, hop) else {
                 continue;
@@ -87,6 +107,7 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
     }
     // Both kinds of decision were exercised.
     assert!(decided > 2_000 && forwarded > 500, "{decided} {forwarded}");
+    assert!(read_decided > 1_000, "{read_decided}");
 }
 
 #[test]

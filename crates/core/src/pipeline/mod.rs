@@ -42,10 +42,12 @@ use crate::spd::SpdAction;
 use crate::tables::Tables;
 
 mod ah_burst;
+mod ingress;
 mod open;
 mod route;
 mod seal;
 
+use ingress::{front, ingress, Front};
 use route::Hop;
 pub use route::{TooBig, Unresolved};
 
@@ -286,22 +288,28 @@ impl Pipeline {
         self.ah_in_burst = false;
         let n = pkts.len();
         for (i, p) in pkts.iter_mut().enumerate() {
-            let mut ttl_due = false;
-            if let Some(h) = host.as_mut() {
-                p.in_port = h.port;
-                p.verdict = Verdict::Pending;
-                match host::triage_inline(p, h.port, &t, h.neighbours, h.hop_limit) {
-                    (Triage::Pipeline, due) => ttl_due = due,
-                    (claimed, _) => {
-                        h.claims.push((i, claimed));
-                        self.slots.push(Slot::Done);
-                        continue;
+            let (frame_len, parsed, ttl_due) = match host.as_mut() {
+                Some(h) => {
+                    p.in_port = h.port;
+                    p.verdict = Verdict::Pending;
+                    match front(p, h.port, &t, h.neighbours, h.hop_limit) {
+                        Front::Ip {
+                            frame_len,
+                            parsed,
+                            ttl_due,
+                        } => (frame_len, parsed, ttl_due),
+                        Front::Host(claimed) => {
+                            h.claims.push((i, claimed));
+                            self.slots.push(Slot::Done);
+                            continue;
+                        }
                     }
                 }
-            }
+                None => (p.len(), ingress(p), false),
+            };
             self.counters.rx_packets += 1;
-            self.counters.rx_bytes += p.len() as u64;
-            match ingress(p) {
+            self.counters.rx_bytes += frame_len as u64;
+            match parsed {
                 Err(r) => {
                     self.drop_pkt(p, r);
                     self.slots.push(Slot::Done);
@@ -481,89 +489,7 @@ fn spd_miss(t: &Tables, dir: Direction, key: FlowKey) -> Option<SpdAction> {
     }
 }
 
-/// Strips the Ethernet header (and VLAN tag) and parses the IP header.
-#[inline(always)]
-fn ingress(p: &mut Packet) -> Result<IpInfo, DropReason> {
-    // The common frame, untagged IPv4 without options, read at once: the Ethernet view's
-    // VLAN handling and the IPv4 view's checks cost about 50 instructions more per packet
-    // (callgrind, `bench dataplane`, 64 bytes).
-    if let Some((eth, ip)) = p.data().split_first_chunk::<{ ethernet::HEADER_LEN }>() {
-        if eth[12..14] == ETHERTYPE_IPV4.to_be_bytes() {
-            if let Some(info) = parse_ipv4_no_options(ip) {
-                p.pull_front(ethernet::HEADER_LEN);
-                return Ok(info);
-            }
-        }
-    }
-    ingress_through_views(p)
-}
-
-/// Every frame [`ingress`] does not read at once: VLAN tags, IPv6, options, and the
-/// reason a frame is refused.
-#[inline(always)]
-fn ingress_through_views(p: &mut Packet) -> Result<IpInfo, DropReason> {
-    let (hl, et) = {
-        let e = EthernetFrame::new_checked(p.data()).map_err(|_| DropReason::Malformed)?;
-        (e.header_len(), e.ethertype())
-    };
-    if et != ETHERTYPE_IPV4 && et != ETHERTYPE_IPV6 {
-        return Err(DropReason::NotIp);
-    }
-    p.pull_front(hl);
-    let info = parse_ip(p.data())?;
-    if (et == ETHERTYPE_IPV4) != info.key.v4 {
-        return Err(DropReason::Malformed);
-    }
-    Ok(info)
-}
-
 // The slot is written once per packet per pass, and pushed where it is made (see
 // `Pipeline::encapsulate`): kept at 80 bytes at most (perf once counted slot copies at 6.5 %
 // of the 64-byte outbound pass, at 112 bytes).
 const _: () = assert!(std::mem::size_of::<Slot>() <= 80);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    proptest::proptest! {
-        /// `ingress` answers as the views alone do, and leaves the packet where they
-        /// leave it: IPv4 (sometimes with options), IPv6 or other bytes behind an
-        /// untagged, VLAN-tagged or other Ethernet header, perhaps with one byte changed.
-        #[test]
-        fn ingress_answers_as_the_views_do(
-            ethertype in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x0806]),
-            ihl in 5u8..7,
-            body in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
-            poke: Option<(proptest::sample::Index, u8)>,
-        ) {
-            let mut frame = vec![0u8; 12];
-            frame.extend_from_slice(&ethertype.to_be_bytes());
-            if ethertype == 0x8100 {
-                frame.extend_from_slice(&[0, 7, 0x08, 0x00]);
-            }
-            let hl = usize::from(ihl) * 4;
-            let ip_at = frame.len();
-            let total = (hl + body.len()) as u16;
-            frame.extend_from_slice(&[0x40 | ihl, 0]);
-            frame.extend_from_slice(&total.to_be_bytes());
-            frame.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 198, 51, 100, 2]);
-            frame.resize(ip_at + hl, 0);
-            let c = espgw_wire::checksum::checksum(&frame[ip_at..]);
-            frame[ip_at + 10..ip_at + 12].copy_from_slice(&c.to_be_bytes());
-            frame.extend_from_slice(&body);
-            if let Some((at, v)) = poke {
-                let at = at.index(frame.len());
-                frame[at] = v;
-            }
-            let (mut fast, mut views) = (Packet::new(), Packet::new());
-            fast.load(&frame).unwrap();
-            views.load(&frame).unwrap();
-            let got = ingress(&mut fast);
-            proptest::prop_assert_eq!(got, ingress_through_views(&mut views));
-            if got.is_ok() {
-                proptest::prop_assert_eq!(fast.data(), views.data());
-            }
-        }
-    }
-}

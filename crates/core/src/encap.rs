@@ -191,13 +191,9 @@ impl OuterHeader {
     ) -> Result<(bool, u128), DropReason> {
         let len = self.header_len();
         let h = d.get_mut(..len).ok_or(DropReason::TooBig)?;
-        // Two copies of fixed length, where one of `len` bytes is a call to memcpy.
+        // Each branch copies a fixed length: a copy of `len` bytes is a call to memcpy.
         if self.v4 {
             h.copy_from_slice(&self.bytes[..MIN_IPV4_HEADER]);
-        } else {
-            h.copy_from_slice(&self.bytes);
-        }
-        if self.v4 {
             let total = u16::try_from(total).map_err(|_| DropReason::TooBig)?;
             let ident = seq as u16;
             let flags: u16 = if inner.key.v4 && inner.dont_fragment {
@@ -216,6 +212,7 @@ impl OuterHeader {
                 + u32::from(flags);
             h[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
         } else {
+            h.copy_from_slice(&self.bytes);
             let payload = total
                 .checked_sub(ipv6::HEADER_LEN)
                 .and_then(|p| u16::try_from(p).ok())

@@ -180,13 +180,22 @@ fn ipv4_fast(d: &[u8], t: &Tables, hop: HopLimit) -> Option<(Triage, bool)> {
     }
     let (ttl, protocol) = (h[22], h[23]);
     let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+    fast_decision(t, hop, dst, protocol, ttl).map(|ttl_due| (Triage::Pipeline, ttl_due))
+}
+
+/// The fast path's rule for an untagged, option-free, unfragmented IPv4 packet to `dst`:
+/// `Some(ttl_due)` where it goes on to the pipeline (ESP or AH for the gateway, or unicast
+/// to forward with TTL to spare), `None` where the general path decides. One rule for
+/// both readers of the header, [`ipv4_fast`] and [`triage_parsed`].
+#[inline(always)]
+fn fast_decision(t: &Tables, hop: HopLimit, dst: u32, protocol: u8, ttl: u8) -> Option<bool> {
     if t.is_local(true, u128::from(dst)) {
-        return matches!(protocol, proto::ESP | proto::AH).then_some((Triage::Pipeline, false));
+        return matches!(protocol, proto::ESP | proto::AH).then_some(false);
     }
     if dst == u32::MAX || dst >> 28 == 0xe || hop == HopLimit::Keep || ttl <= 1 {
         return None;
     }
-    Some((Triage::Pipeline, true))
+    Some(true)
 }
 
 /// [`ipv4_fast`]'s decision for a frame whose headers the pipeline has read already
@@ -199,14 +208,9 @@ pub fn triage_parsed(info: &IpInfo, port: u16, t: &Tables, hop: HopLimit) -> Opt
     if usize::from(port) >= t.ports.len() || !info.key.v4 || info.is_fragment {
         return None;
     }
-    if t.is_local(true, info.key.dst) {
-        return matches!(info.key.proto, proto::ESP | proto::AH).then_some(false);
-    }
+    // An IPv4 address sits in the key's low 32 bits.
     let dst = info.key.dst as u32;
-    if dst == u32::MAX || dst >> 28 == 0xe || hop == HopLimit::Keep || info.ttl <= 1 {
-        return None;
-    }
-    Some(true)
+    fast_decision(t, hop, dst, info.key.proto, info.ttl)
 }
 
 /// Swaps the Ethernet source and destination (a reply to the sender's MAC).

@@ -158,7 +158,8 @@ fn on_link(info: &PortInfo, addr: IpAddr) -> bool {
 
 /// The common case, decided from one read of the first 34 bytes: an untagged IPv4 frame
 /// without options or fragmentation, either ESP / AH for the gateway or unicast to forward
-/// (the `bool`: its TTL is still to be decremented, by [`decrement_ttl_v4`]). `None`: the
+/// (the `bool`: its TTL is still to be decremented, by [`decrement_ttl_v4`]; never under
+/// [`HopLimit::Keep`], which forwards it as it is). `None`: the
 /// general path decides, with the same outcome for these frames. This is the per-packet
 /// cost the host stage adds to every data packet, so it reads each byte once and writes
 /// none: the pipeline parses the header next, and a TTL and checksum written here just
@@ -192,7 +193,14 @@ fn fast_decision(t: &Tables, hop: HopLimit, dst: u32, protocol: u8, ttl: u8) -> 
     if t.is_local(true, u128::from(dst)) {
         return matches!(protocol, proto::ESP | proto::AH).then_some(false);
     }
-    if dst == u32::MAX || dst >> 28 == 0xe || hop == HopLimit::Keep || ttl <= 1 {
+    if dst == u32::MAX || dst >> 28 == 0xe {
+        return None;
+    }
+    // A bump in the wire forwards whatever the TTL, and leaves it as it is.
+    if hop == HopLimit::Keep {
+        return Some(false);
+    }
+    if ttl <= 1 {
         return None;
     }
     Some(true)

@@ -49,7 +49,7 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
         [224, 0, 0, 5],
         [255; 4],
     ];
-    let (mut decided, mut forwarded, mut read_decided) = (0, 0, 0);
+    let (mut decided, mut forwarded, mut read_decided, mut kept) = (0, 0, 0, 0);
     for _ in 0..20_000 {
         let payload = rng.gen_range(0..40);
         let mut f = vec![0u8; 14 + 20 + payload];
@@ -103,10 +103,13 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
             assert_eq!(p.data(), &fast[..], "{f:02x?}");
             decided += 1;
             forwarded += usize::from(fast[22] != f[22]);
+            // A bump in the wire forwards on the fast path too, whatever the TTL.
+            kept += usize::from(hop == HopLimit::Keep && f[30..34] == [203, 0, 113, 9]);
         }
     }
     // Both kinds of decision were exercised.
     assert!(decided > 2_000 && forwarded > 500, "{decided} {forwarded}");
+    assert!(kept > 500, "{kept}");
     assert!(read_decided > 1_000, "{read_decided}");
 }
 

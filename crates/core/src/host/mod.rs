@@ -159,12 +159,12 @@ fn on_link(info: &PortInfo, addr: IpAddr) -> bool {
 /// The common case, decided from one read of the first 34 bytes: an untagged IPv4 frame
 /// without options or fragmentation, either ESP / AH for the gateway or unicast to forward
 /// (the `bool`: its TTL is still to be decremented, by [`decrement_ttl_v4`]; never under
-/// [`HopLimit::Keep`], which forwards it as it is). `None`: the
-/// general path decides, with the same outcome for these frames. This is the per-packet
-/// cost the host stage adds to every data packet, so it reads each byte once and writes
-/// none: the pipeline parses the header next, and a TTL and checksum written here just
-/// before would be read back through a store-forwarding stall (perf, `bench dataplane`);
-/// the pipeline decrements once it has read the header.
+/// [`HopLimit::Keep`], which forwards it as it is). `None`: the general path decides, with
+/// the same outcome for these frames. This is the per-packet cost the host stage adds to
+/// every data packet, so it reads each byte once and writes none: the pipeline parses the
+/// header next, and a TTL and checksum written here just before would be read back through
+/// a store-forwarding stall (perf, `bench dataplane`); the pipeline decrements once it has
+/// read the header.
 #[inline(always)]
 fn ipv4_fast(d: &[u8], t: &Tables, hop: HopLimit) -> Option<(Triage, bool)> {
     let len = d.len();

@@ -25,13 +25,24 @@ struct espgw_aead_op {
 /* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
 _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
+/*
+ * This manager's own error status. imb_get_errno() is not that: where the manager's field
+ * is zero it returns a process-wide variable that every thread's refused jobs and direct-API
+ * calls set (intel-ipsec-mb 1.3), so one thread would read another's error as its own: a
+ * worker's refused job failing a key set up at the same time on the control thread.
+ */
+static int own_errno(const IMB_MGR *m)
+{
+    return m->imb_errno;
+}
+
 IMB_MGR *espgw_mb_new(void)
 {
     IMB_MGR *m = alloc_mb_mgr(0);
     if (m == NULL)
         return NULL;
     init_mb_mgr_auto(m, NULL);
-    if (imb_get_errno(m) != 0) {
+    if (own_errno(m) != 0) {
         free_mb_mgr(m);
         return NULL;
     }
@@ -70,7 +81,9 @@ int espgw_gcm_precompute(IMB_MGR *m, uint32_t key_bytes, const uint8_t *key,
     case 32: IMB_AES256_GCM_PRE(m, key, kd); break;
     default: return -1;
     }
-    return imb_get_errno(m) == 0 ? 0 : -1;
+    /* The precomputation can only refuse NULL pointers (the caller passes none), and it
+     * reports that only through the process-wide status (see own_errno), not checked. */
+    return 0;
 }
 
 static void fill_gcm_job(IMB_JOB *job, const struct gcm_key_data *kd, uint32_t key_bytes,
@@ -142,8 +155,9 @@ static void run_bursts(IMB_MGR *m, uint32_t n, const struct burst_kind *k, void 
         for (uint32_t i = 0; i < got; i++)
             k->fill(jobs[i], ctx, done + i);
         if (k->refused != NULL) {
+            m->imb_errno = 0; /* an earlier burst's refusal is not this one's */
             completed = IMB_SUBMIT_BURST(m, got, jobs);
-            if (completed == 0 && imb_get_errno(m) != 0) {
+            if (completed == 0 && own_errno(m) != 0) {
                 k->refused(ctx, done, got);
                 done += got;
                 continue;

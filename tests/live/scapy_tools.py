@@ -113,6 +113,25 @@ def esp_out(timeout):
             "inner_dst": clear.dst, "payload": raw(clear[UDP].payload).decode(errors="replace")}
 
 
+def esp_out_all(count, timeout):
+    """Captures `count` IP packets of SA 0x1001 on the transport link (ESP or fragments of
+    it) and reports each one's outer length and fragment fields, and what scapy decrypts
+    from each whole one."""
+    got = sniff(iface="br0", timeout=float(timeout), count=int(count),
+                lfilter=lambda p: IP in p and p[IP].src == "192.0.2.1" and p[IP].proto == 50)
+    out = []
+    for f in got:
+        p = f[IP]
+        whole = p.flags.MF == 0 and p.frag == 0
+        one = {"len": p.len, "mf": int(p.flags.MF), "frag": p.frag}
+        if whole:
+            clear = sa(0x1001, "192.0.2.1", "192.0.2.2").decrypt(p)
+            one.update(inner_len=clear.len, inner_dst=clear.dst,
+                       inner_df=int(clear.flags.DF))
+        out.append(one)
+    return {"packets": out}
+
+
 def replay(timeout):
     """Captures one ESP frame of SA 0x2001 going to gw1 and sends it again."""
     got = sniff(iface="br0", timeout=float(timeout), count=1,
@@ -134,6 +153,8 @@ if __name__ == "__main__":
         out = listen(*args)
     elif cmd == "esp-out":
         out = esp_out(args[0])
+    elif cmd == "esp-out-all":
+        out = esp_out_all(args[0], args[1])
     elif cmd == "replay":
         out = replay(args[0])
     elif cmd == "neighbour-flood":

@@ -290,6 +290,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 queues: usize::from(a.threads),
                 fanout: a.fanout,
                 run_args: a.espgw_args.clone(),
+                wan_mtu: a.wan_mtu,
                 ..Default::default()
             })?;
             let pa = plan(

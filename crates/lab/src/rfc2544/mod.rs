@@ -108,6 +108,13 @@ pub struct Rfc2544Args {
     /// How the espgw DUT spreads a port's traffic over its workers (`espgw run --fanout`).
     #[arg(long, value_enum, default_value = "hash")]
     pub fanout: espgw::FanoutArg,
+    /// MTU of the test bed's transport network between the gateways (espgw, kernel and
+    /// strongSwan DUTs): 1500 makes the espgw gateways fragment every frame whose ESP
+    /// packet would not fit (at 1518 B, two ESP packets per frame, and two fragments at the
+    /// receiver); 1600 carries ESP around a 1500-byte packet whole, as a backhaul sized for
+    /// IPsec does.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(1280..=3000))]
+    pub wan_mtu: u16,
     /// Extra arguments for the espgw DUT's two `espgw run` (e.g. "--busy-poll 50").
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub espgw_args: String,

@@ -43,6 +43,8 @@ pub struct Meta {
     /// The espgw DUT's workers and how it spreads them.
     pub workers: usize,
     pub fanout: String,
+    /// MTU of the test bed's transport network between the gateways.
+    pub wan_mtu: u16,
 }
 
 fn read_trim(p: &str) -> String {
@@ -115,6 +117,7 @@ impl Meta {
             tester_threads: a.threads,
             workers: a.workers,
             fanout: format!("{:?}", a.fanout).to_lowercase(),
+            wan_mtu: a.wan_mtu,
         }
     }
 }
@@ -310,7 +313,7 @@ fn us(ns: u64) -> String {
 pub fn markdown(meta: &Meta, r: &Results) -> String {
     let mut s = String::new();
     s += &format!(
-        "RFC 2544, {} frames over IPv{}, {}, trials of {} s ({}), {}{}\n\n",
+        "RFC 2544, {} frames over IPv{}, {}, trials of {} s, WAN MTU {} ({}), {}{}\n\n",
         serde_json::to_value(meta.proto)
             .ok()
             .and_then(|v| v.as_str().map(str::to_uppercase))
@@ -322,6 +325,7 @@ pub fn markdown(meta: &Meta, r: &Results) -> String {
             "unidirectional"
         },
         meta.trial_seconds,
+        meta.wan_mtu,
         meta.started,
         meta.cpu,
         if r.interrupted {

@@ -98,6 +98,12 @@ pub struct UpArgs {
     /// UDP 4500.
     #[arg(long)]
     pub nat: bool,
+    /// MTU of the transport network between the gateways (their north interfaces, the WAN
+    /// bridge's ports and, with --nat, the NAT box's). 1500: ESP around a 1500-byte packet
+    /// does not fit, so the gateways fragment it before encrypting (two ESP packets per
+    /// packet); 1600 or more: a backhaul sized for IPsec, every packet goes as one.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(1280..=3000))]
+    pub wan_mtu: u16,
 }
 
 impl Default for UpArgs {
@@ -117,6 +123,7 @@ impl Default for UpArgs {
             peer: Peer::Espgw,
             auth: Auth::Psk,
             nat: false,
+            wan_mtu: 1500,
         }
     }
 }
@@ -324,6 +331,7 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         in_ns("wan", &["ip", "link", "set", p, "master", "br0", "up"])?;
     }
     in_ns("wan", &["ip", "link", "set", "br0", "up"])?;
+    set_wan_mtu(a.wan_mtu, a.nat)?;
     // Hosts.
     for (h, v4, v6, gw4, gw6) in [
         (
@@ -364,6 +372,25 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         }
     }
     std::fs::write(state("dut"), format!("{:?}", a.dut)).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Sets the MTU of every interface of the transport network (before the gateways start:
+/// espgw reads a port's MTU at start-up). The bridge follows its ports.
+fn set_wan_mtu(mtu: u16, nat: bool) -> Result<(), String> {
+    let mut links = vec![
+        ("gw1", "north"),
+        ("wan", "gw1"),
+        ("wan", "gw2"),
+        ("gw2", "north"),
+    ];
+    if nat {
+        links.extend([("nat", "inner"), ("nat", "outer")]);
+    }
+    let m = mtu.to_string();
+    for (n, dev) in links {
+        in_ns(n, &["ip", "link", "set", dev, "mtu", &m])?;
+    }
     Ok(())
 }
 

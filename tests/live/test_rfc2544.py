@@ -71,6 +71,8 @@ def test_espgw_and_kernel_quick_profile(tmp_path):
     out = tmp_path / "report"
     doc, stdout = bench(out, "--compare", "espgw,kernel", "--quick", "--sizes", "64,1024")
     assert doc["meta"]["duts"] == ["ceiling", "espgw", "kernel"]
+    assert doc["meta"]["wan_mtu"] == 1500 and "WAN MTU 1500" in stdout
+    assert doc["meta"]["tester_ring_frames"] == 4096
     assert not doc["interrupted"]
     for dut in ("ceiling", "espgw", "kernel"):
         for size in ("64", "1024"):
@@ -138,6 +140,8 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
                    "--reorder-every", "50", "--duplicate-every", "70", "--flows", str(flows),
                    "--threads", str(threads))
     assert (doc["meta"]["flows"], doc["meta"]["tester_threads"]) == (flows, threads)
+    # No test bed in this run: no transport MTU to record.
+    assert doc["meta"]["wan_mtu"] is None
     trials = doc["trials"]
     assert len(trials) >= 10, len(trials)
     exact = 0
@@ -189,9 +193,11 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
     is counted twice or out of its flow's order."""
     out = tmp_path / "threads"
     doc, _ = bench(out, "--dut", "espgw", "--quick", "--sizes", "64", "--tests", "throughput",
-                   "--threads", "2", "--flows", "4", "--workers", "2", "--io", "af-xdp")
+                   "--threads", "2", "--flows", "4", "--workers", "2", "--io", "af-xdp",
+                   "--tester-ring-frames", "8192")
     meta = doc["meta"]
     assert (meta["tester_threads"], meta["flows"], meta["workers"]) == (2, 4, 2)
+    assert meta["tester_ring_frames"] == 8192
     for dut in ("ceiling", "espgw"):
         s = summary(doc, dut, "64")
         assert s["throughput_pps"] > 1000, s

@@ -132,6 +132,7 @@ fn plan(
         addresses: addrs.iter().map(|s| s.to_string()).collect(),
         gateway4: ip(gw4),
         gateway6: a.ipv6.then(|| ip(gw6)),
+        ring_frames: a.tester_ring_frames,
     }
 }
 
@@ -336,6 +337,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 addresses: vec![addr],
                 gateway4: gw,
                 gateway6: v6.then_some(gw),
+                ring_frames: a.tester_ring_frames,
             };
             let mut d = mk(
                 mkplan(&e.netns_a, ia, aa, ga),

@@ -134,6 +134,12 @@ pub struct Rfc2544Args {
     /// (`espgw run --pin` takes cores from 0 up) on a machine with enough.
     #[arg(long, value_delimiter = ',')]
     pub tester_cpus: Vec<usize>,
+    /// Frames of each of the tester's socket rings (AF_XDP: the UMEM of a queue's socket,
+    /// half of it the receive ring; AF_PACKET: each ring). A receive ring that fills while
+    /// the receiving thread waits for a core counts as the DUT's loss: deeper rings let a
+    /// machine whose cores the tester shares measure the DUT rather than the scheduler.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(256..=65536))]
+    pub tester_ring_frames: u32,
     #[command(flatten)]
     pub standin: dut::StandinOptions,
     #[command(flatten)]

@@ -40,11 +40,14 @@ pub struct Meta {
     /// Flows per stream and the tester's threads per port.
     pub flows: u8,
     pub tester_threads: u8,
+    /// Frames of each of the tester's socket rings.
+    pub tester_ring_frames: u32,
     /// The espgw DUT's workers and how it spreads them.
     pub workers: usize,
     pub fanout: String,
-    /// MTU of the test bed's transport network between the gateways.
-    pub wan_mtu: u16,
+    /// MTU of the test bed's transport network between the gateways; `None` when no DUT
+    /// of the run is on the test bed (the ceiling, the stand-in, an external DUT).
+    pub wan_mtu: Option<u16>,
 }
 
 fn read_trim(p: &str) -> String {
@@ -115,9 +118,13 @@ impl Meta {
             quick: a.quick,
             flows: a.flows,
             tester_threads: a.threads,
+            tester_ring_frames: a.tester_ring_frames,
             workers: a.workers,
             fanout: format!("{:?}", a.fanout).to_lowercase(),
-            wan_mtu: a.wan_mtu,
+            wan_mtu: duts
+                .iter()
+                .any(|d| matches!(d, DutKind::Espgw | DutKind::Kernel | DutKind::Strongswan))
+                .then_some(a.wan_mtu),
         }
     }
 }
@@ -313,7 +320,7 @@ fn us(ns: u64) -> String {
 pub fn markdown(meta: &Meta, r: &Results) -> String {
     let mut s = String::new();
     s += &format!(
-        "RFC 2544, {} frames over IPv{}, {}, trials of {} s, WAN MTU {} ({}), {}{}\n\n",
+        "RFC 2544, {} frames over IPv{}, {}, trials of {} s{} ({}), {}{}\n\n",
         serde_json::to_value(meta.proto)
             .ok()
             .and_then(|v| v.as_str().map(str::to_uppercase))
@@ -325,7 +332,9 @@ pub fn markdown(meta: &Meta, r: &Results) -> String {
             "unidirectional"
         },
         meta.trial_seconds,
-        meta.wan_mtu,
+        meta.wan_mtu
+            .map(|m| format!(", WAN MTU {m}"))
+            .unwrap_or_default(),
         meta.started,
         meta.cpu,
         if r.interrupted {

@@ -64,6 +64,9 @@ pub struct PortPlan {
     /// Next hop for the IPv4 flow (and the IPv6 one, when given).
     pub gateway4: IpAddr,
     pub gateway6: Option<IpAddr>,
+    /// Frames of each socket's rings (AF_XDP: the UMEM, half for receiving; AF_PACKET: each
+    /// ring).
+    pub ring_frames: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -391,7 +394,8 @@ pub const MAX_LANES: usize = 16;
 fn open_port(plan: &PortPlan, lane: &Lane) -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
     let xdp = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
         espgw::ensure_bpffs();
-        let open = |q: usize| AfXdpPort::open(&plan.ifname, q as u32, XdpMode::Auto, 4096);
+        let open =
+            |q: usize| AfXdpPort::open(&plan.ifname, q as u32, XdpMode::Auto, plan.ring_frames);
         // An AF_XDP socket sees one receive queue, and the sender picks the queue (a
         // gateway with several workers gives its veths one per worker, and its frames
         // arrive on the queue its sending worker used): lane t reads queues t, t + T, ...
@@ -422,7 +426,8 @@ fn open_port(plan: &PortPlan, lane: &Lane) -> Result<(Box<dyn Port>, Vec<RawFd>)
     let packet = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
         // Several lanes: a fanout group by flow hash, each frame to one of them.
         let fanout = (lane.count > 1).then_some((lane.group, Fanout::Hash));
-        let p = AfPacketPort::open(&plan.ifname, 4096, fanout).map_err(|e| e.to_string())?;
+        let p = AfPacketPort::open(&plan.ifname, plan.ring_frames as usize, fanout)
+            .map_err(|e| e.to_string())?;
         let fds = p.poll_fds();
         Ok((Box::new(p), fds))
     };

@@ -216,6 +216,35 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
     assert r.returncode != 0 and "cannot run a thread on CPU 4095" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("wan_mtu", ["1500", "1600"])
+def test_a_fragmenting_dut_is_pointed_out(tmp_path, wan_mtu):
+    """At 1518 B behind the default 1500-byte transport network the espgw pair fragments
+    every frame before encrypting it (1,556 bytes of ESP do not fit): the trials count a
+    further fragment for each frame received, and the report says so; with --wan-mtu 1600
+    the frames go whole and the report says nothing."""
+    out = tmp_path / "frag"
+    doc, stdout = bench(out, "--dut", "espgw", "--no-ceiling", "--quick", "--sizes", "1518",
+                        "--tests", "throughput", "--max-rate", "20000", "--wan-mtu", wan_mtu)
+    assert doc["meta"]["wan_mtu"] == int(wan_mtu)
+    trials = [t for t in doc["trials"] if t["dut"] == "espgw"]
+    received = sum(t["received"] for t in trials)
+    fragments = sum(t["fragments"] for t in trials)
+    assert received > 10_000, trials
+    report = (out / "results.md").read_text()
+    html = (out / "index.html").read_text()
+    if wan_mtu == "1500":
+        # One further fragment per frame (a frame counts once its first fragment is in; a
+        # lost last fragment or first fragment may tip the count by a few).
+        assert abs(fragments - received) <= received // 100, (fragments, received)
+        for text in (stdout, report, html):
+            assert "espgw at 1518: " in text and "further fragments" in text
+            assert "transport MTU is 1500" in text
+    else:
+        assert fragments == 0, trials
+        for text in (stdout, report, html):
+            assert "further fragments" not in text
+
+
 def test_strongswan_quick_profile(tmp_path):
     out = tmp_path / "swan"
     doc, _ = bench(out, "--dut", "strongswan", "--no-ceiling", "--quick", "--sizes", "64",

@@ -385,6 +385,44 @@ pub fn markdown(meta: &Meta, r: &Results) -> String {
             x.frame_size, x.dut, x.throughput_pps, x.throughput_mbps, of, lat, loss, b2b
         );
     }
+    s += &fragmentation_notes(&r.records, meta.wan_mtu);
+    s
+}
+
+/// A line for each DUT and frame size whose frames arrived fragmented: such a DUT carried
+/// more than one packet per frame, which a comparison at that size must not hide (the
+/// espgw pair behind a 1500-byte transport network fragments every 1518-byte frame
+/// before encrypting it, where kernel forwarding carries it whole).
+fn fragmentation_notes(records: &[TrialRecord], wan_mtu: Option<u16>) -> String {
+    let mut totals: Vec<(&str, &str, u64, u64)> = Vec::new();
+    for t in records {
+        match totals
+            .iter_mut()
+            .find(|(d, f, ..)| *d == t.dut && *f == t.frame_size)
+        {
+            Some(e) => {
+                e.2 += t.received;
+                e.3 += t.fragments;
+            }
+            None => totals.push((&t.dut, &t.frame_size, t.received, t.fragments)),
+        }
+    }
+    let mut s = String::new();
+    for (dut, frame, received, fragments) in totals.into_iter().filter(|e| e.3 > 0) {
+        let hint = match wan_mtu {
+            Some(m) if dut == "espgw" => format!(
+                " (the test bed's transport MTU is {m}; `--wan-mtu 1600` carries ESP around a \
+                 1500-byte packet whole)"
+            ),
+            _ => String::new(),
+        };
+        s += &format!(
+            "\n{dut} at {frame}: {fragments} further fragments for {received} frames received \
+             ({:.2} per frame): the DUT split frames its path could not carry whole, so each \
+             cost it more than one packet{hint}.\n",
+            fragments as f64 / received.max(1) as f64
+        );
+    }
     s
 }
 
@@ -506,7 +544,7 @@ img.plot {{ width: 720px; border: 1px solid #ddd; }}
 <h1>{title}</h1>
 <p>{started} · {cpu} ({cpus} CPUs) · kernel {kernel} · {trial} s trials{quick}{interrupted}</p>
 {table}
-{figs}
+{notes}{figs}
 <p>Every trial: <a href="results.json">results.json</a> · <a href="results.md">results.md</a></p>
 <script>
 window.addEventListener("load", function () {{
@@ -529,6 +567,11 @@ window.addEventListener("load", function () {{
             ""
         },
         table = md_table_html(md),
+        notes = fragmentation_notes(&r.records, meta.wan_mtu)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("<p>{}</p>\n", esc(l)))
+            .collect::<String>(),
     )
 }
 
@@ -607,6 +650,57 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc(1_795_305_600 + 3661), "2026-11-22T01:01:01Z");
+    }
+
+    fn record(dut: &str, frame: &str, received: u64, fragments: u64) -> TrialRecord {
+        TrialRecord {
+            dut: dut.into(),
+            algorithm: algorithm(dut).into(),
+            test: "throughput".into(),
+            frame_size: frame.into(),
+            proto: super::super::frame::L4::Udp,
+            bidirectional: false,
+            requested_pps: 1000.0,
+            offered_pps: 1000.0,
+            offered_mbps: 1.0,
+            received_pps: received as f64,
+            sent: received,
+            received,
+            lost: 0,
+            loss_pct: 0.0,
+            duplicates: 0,
+            reordered: 0,
+            stale: 0,
+            fragments,
+            refused: 0,
+            burst: None,
+            latency: LatencySummary::of(&Histogram::new(3).unwrap()),
+        }
+    }
+
+    #[test]
+    fn fragmented_frames_are_pointed_out_per_dut_and_size() {
+        let records = [
+            record("espgw", "1518", 900, 900),
+            record("espgw", "1518", 100, 100),
+            record("espgw", "64", 1000, 0),
+            record("kernel", "1518", 1000, 0),
+            record("strongswan", "1518", 500, 250),
+        ];
+        let notes = fragmentation_notes(&records, Some(1500));
+        let lines: Vec<&str> = notes.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 2, "{notes}");
+        assert!(lines[0].starts_with(
+            "espgw at 1518: 1000 further fragments for 1000 frames received (1.00 per frame)"
+        ));
+        assert!(lines[0].contains("transport MTU is 1500"), "{notes}");
+        assert!(lines[1].starts_with(
+            "strongswan at 1518: 250 further fragments for 500 frames received (0.50 per frame)"
+        ));
+        assert!(!lines[1].contains("--wan-mtu"), "{notes}");
+        // Nothing fragmented, or no test bed: no note, or no hint.
+        assert_eq!(fragmentation_notes(&records[2..4], Some(1500)), "");
+        assert!(!fragmentation_notes(&records[..1], None).contains("MTU"));
     }
 
     #[test]

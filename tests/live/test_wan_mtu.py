@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import bed_down, bed_up, nsx, nspopen, show, wait_for
+from conftest import bed_down, bed_up, nsx, nspopen, show
 
 TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
 

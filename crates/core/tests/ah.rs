@@ -414,6 +414,15 @@ fn tunnel_round_trips_with_hmac_gmac_and_esn() {
                 for (o, p) in opened.iter().zip(&plain) {
                     assert_eq!(o.as_deref(), Ok(&p[..]), "{what}");
                 }
+                // Each SA's totals: the packets and the bytes of what AH protected (the
+                // pipeline adds them once a burst).
+                let inner_bytes: usize = plain.iter().map(Vec::len).sum();
+                for (gw, dir) in [(&a.out, Direction::Out), (&b.inb, Direction::In)] {
+                    let sa = gw.sas.iter().find(|s| s.direction == dir).unwrap();
+                    let c = &sa.state.counters;
+                    assert_eq!(c.packets(), 6, "{what} {dir:?}: SA packets");
+                    assert_eq!(c.bytes(), inner_bytes as u64, "{what} {dir:?}: SA bytes");
+                }
                 // Every back-end seals the same bytes (AH has no random IV) and opens what
                 // the portable one sealed.
                 for provider in all_providers() {

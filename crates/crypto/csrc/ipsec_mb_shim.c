@@ -133,7 +133,10 @@ struct burst_kind {
     void (*refused)(void *ctx, uint32_t first, uint32_t count);
 };
 
-static void run_bursts(IMB_MGR *m, uint32_t n, const struct burst_kind *k, void *ctx)
+/* Inlined into each caller, so that `k`'s functions are known there and inlined too
+ * (called through the pointers, filling a job cost about 20 instructions more). */
+static inline __attribute__((always_inline)) void
+run_bursts(IMB_MGR *m, uint32_t n, const struct burst_kind *k, void *ctx)
 {
     IMB_JOB *jobs[IMB_MAX_BURST_SIZE];
     uint32_t done = 0;
@@ -263,7 +266,8 @@ enum espgw_mb_what {
     ESPGW_SEAL = 0,     /* encrypt, then the ICV (CCM: the library's own order) */
     ESPGW_HASH_ONLY,    /* the ICV alone (opening encrypt-then-MAC: verify first) */
     ESPGW_DECRYPT_ONLY, /* decryption alone (after the ICV was found good) */
-    ESPGW_OPEN_AEAD     /* combined mode: decrypt and compute the tag */
+    ESPGW_OPEN_AEAD,    /* combined mode: decrypt and compute the tag */
+    ESPGW_ENCRYPT_ONLY  /* the first half of sealing encrypt-then-MAC (this file only) */
 };
 
 /* One SA's prepared keys. Mirrors `RawSa` in src/ipsec_mb_esp.rs. */
@@ -330,11 +334,12 @@ static IMB_HASH_ALG mb_hash(int32_t h)
 static void fill_esp_job(IMB_JOB *job, const struct espgw_mb_sa *sa, int what,
                          struct espgw_mb_op *op)
 {
-    int encrypt = what == ESPGW_SEAL;
+    int encrypt = what == ESPGW_SEAL || what == ESPGW_ENCRYPT_ONLY;
     int ccm = sa->cipher == ESPGW_C_CCM;
+    int cipher_only = what == ESPGW_DECRYPT_ONLY || what == ESPGW_ENCRYPT_ONLY;
 
     job->cipher_mode = what == ESPGW_HASH_ONLY ? IMB_CIPHER_NULL : mb_cipher(sa->cipher);
-    job->hash_alg = what == ESPGW_DECRYPT_ONLY ? IMB_AUTH_NULL : mb_hash(sa->hash);
+    job->hash_alg = cipher_only ? IMB_AUTH_NULL : mb_hash(sa->hash);
     job->cipher_direction = encrypt ? IMB_DIR_ENCRYPT : IMB_DIR_DECRYPT;
     /* CCM authenticates the plaintext: its tag comes first when sealing. */
     if (encrypt)
@@ -441,6 +446,86 @@ static void esp_refused(void *ctx, uint32_t first, uint32_t count)
     mb_esp_one_by_one(b->m, b->sa, b->what, &b->ops[first], count);
 }
 
+/* Jobs per synchronous call (below): one thread's array, reused by every call. */
+#define SYNC_CHUNK 64
+static __thread IMB_JOB sync_jobs[SYNC_CHUNK];
+
+static IMB_KEY_SIZE_BYTES mb_key_size(uint64_t key_bytes)
+{
+    switch (key_bytes) {
+    case 16: return IMB_KEY_128_BYTES;
+    case 24: return IMB_KEY_192_BYTES;
+    default: return IMB_KEY_256_BYTES;
+    }
+}
+
+static int is_hmac_sha(IMB_HASH_ALG h)
+{
+    return h == IMB_AUTH_HMAC_SHA_1 || h == IMB_AUTH_HMAC_SHA_256 ||
+           h == IMB_AUTH_HMAC_SHA_384 || h == IMB_AUTH_HMAC_SHA_512;
+}
+
+/* Fills the chunk's jobs for `what` and runs them through the synchronous call that
+ * `what` needs; returns whether the library ran them (it checks every job first and,
+ * when one fails its checks, runs none and leaves every buffer as it was). */
+static int sync_pass(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                     struct espgw_mb_op *ops, uint32_t count)
+{
+    uint32_t ran;
+
+    for (uint32_t i = 0; i < count; i++)
+        fill_esp_job(&sync_jobs[i], sa, what, &ops[i]);
+    if (what == ESPGW_HASH_ONLY)
+        ran = IMB_SUBMIT_HASH_BURST(m, sync_jobs, count, mb_hash(sa->hash));
+    else
+        ran = IMB_SUBMIT_CIPHER_BURST(m, sync_jobs, count, mb_cipher(sa->cipher),
+                                      what == ESPGW_ENCRYPT_ONLY ? IMB_DIR_ENCRYPT
+                                                                 : IMB_DIR_DECRYPT,
+                                      mb_key_size(sa->key_bytes));
+    return ran == count;
+}
+
+/*
+ * Encrypt-then-MAC through the library's synchronous burst calls where it has them:
+ * AES-CBC or AES-CTR alone (IMB_SUBMIT_CIPHER_BURST), HMAC-SHA1/SHA-2 alone
+ * (IMB_SUBMIT_HASH_BURST). These take an array of jobs the caller owns and run it to
+ * completion: no job queue to reserve, submit to and flush (callgrind, 64 bytes: 260-560
+ * fewer instructions per packet opening). Sealing is then two passes, the cipher's and
+ * the ICV's; opening stays two passes, the ICV's first (authenticate before decrypting).
+ * Returns 0 when `what` and the SA's algorithms have no such calls (the caller then goes
+ * through the job queue), 1 when every op ran. A chunk the library refuses goes one job
+ * at a time, where the bad job fails alone: sealing, a refused cipher pass runs whole
+ * sealing jobs, and a refused ICV pass (the text is already encrypted) ICV-only jobs.
+ */
+static int mb_esp_sync(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                       struct espgw_mb_op *ops, uint32_t n)
+{
+    IMB_CIPHER_MODE cipher = mb_cipher(sa->cipher);
+    int aes = cipher == IMB_CIPHER_CBC || cipher == IMB_CIPHER_CNTR;
+    int sha = is_hmac_sha(mb_hash(sa->hash));
+    int seal = what == ESPGW_SEAL && sha && (aes || cipher == IMB_CIPHER_NULL);
+
+    if (!seal && !(what == ESPGW_DECRYPT_ONLY && aes) && !(what == ESPGW_HASH_ONLY && sha))
+        return 0;
+    for (uint32_t done = 0; done < n;) {
+        uint32_t count = n - done < SYNC_CHUNK ? n - done : SYNC_CHUNK;
+        struct espgw_mb_op *chunk = &ops[done];
+        done += count;
+        if (seal && aes && !sync_pass(m, sa, ESPGW_ENCRYPT_ONLY, chunk, count)) {
+            mb_esp_one_by_one(m, sa, ESPGW_SEAL, chunk, count);
+            continue;
+        }
+        int pass = seal ? ESPGW_HASH_ONLY : what;
+        if (!sync_pass(m, sa, pass, chunk, count)) {
+            mb_esp_one_by_one(m, sa, pass, chunk, count);
+            continue;
+        }
+        for (uint32_t i = 0; i < count; i++)
+            finish_esp(&sync_jobs[i]);
+    }
+    return 1;
+}
+
 /*
  * Runs `what` on `n` ops of one SA, so that every op has completed or failed on return;
  * returns the number of ops that did not complete.
@@ -458,7 +543,8 @@ int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
     struct esp_burst b = { m, sa, what, ops };
     int failed = 0;
 
-    run_bursts(m, n, &kind, &b);
+    if (!mb_esp_sync(m, sa, what, ops, n))
+        run_bursts(m, n, &kind, &b);
     for (uint32_t i = 0; i < n; i++)
         if (ops[i].status != 0)
             failed++;

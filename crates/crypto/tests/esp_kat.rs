@@ -467,6 +467,67 @@ fn packet_the_library_refuses_fails_alone() {
     }
 }
 
+/// Opening: an authentic packet whose decryption the library refuses (no text at all: the
+/// ICV covers only header and IV) amid good ones. The decryption pass goes through the
+/// library's synchronous cipher burst, which refuses the whole array for that one job and
+/// leaves every buffer as it was; the shim then runs the chunk one job at a time. Each good
+/// packet must open to its plaintext, once (a second decryption of a counter mode would
+/// scramble it); the refused one must not open.
+#[test]
+fn authentic_packet_the_library_refuses_to_decrypt_fails_alone() {
+    for suite in all_esp_suites() {
+        if suite.enc.is_combined() || suite.enc == Encryption::Null {
+            continue;
+        }
+        let (e, a) = material(suite);
+        let all = keys(suite, &e, &a, false);
+        // The portable transform seals an empty text (the library refuses to).
+        let portable = &all
+            .iter()
+            .find(|(name, _)| name.starts_with("aws-lc"))
+            .expect("the portable back-end")
+            .1;
+        let mut empty = vec![0u8; 8 + suite.iv_len() + suite.icv_len()];
+        empty[..4].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+        seal(&**portable, &mut empty, 2);
+        for (name, k) in &all {
+            let (good, text) = layout(suite, 30);
+            let plain = good.clone();
+            let mut bufs = [good.clone(), empty.clone(), good.clone(), good];
+            let seqs = [1u64, 2, 3, 4];
+            for (b, seq) in bufs.iter_mut().zip(seqs) {
+                if b.len() > empty.len() {
+                    seal(&**k, b, seq);
+                }
+            }
+            let mut ok = [false; 4];
+            let mut ops: Vec<EspOp<'_>> = bufs
+                .iter_mut()
+                .zip(seqs)
+                .map(|(esp, seq)| EspOp { esp, seq })
+                .collect();
+            k.open_burst(&mut ops, &mut ok);
+            drop(ops);
+            let start = 8 + suite.iv_len();
+            for i in [0, 2, 3] {
+                assert!(ok[i], "{suite} {name}: packet {i} did not open");
+                assert_eq!(
+                    bufs[i][start..start + text],
+                    plain[start..start + text],
+                    "{suite} {name}: packet {i}'s plaintext"
+                );
+            }
+            let aes = matches!(
+                suite.enc,
+                Encryption::AesCbc { .. } | Encryption::AesCtr { .. }
+            );
+            if aes && name.contains("ipsec-mb") {
+                assert!(!ok[1], "{suite} {name}: the refused packet opened");
+            }
+        }
+    }
+}
+
 /// A job the library refuses on one thread does not fail a key set up at the same time on
 /// another (intel-ipsec-mb reports errors through a process-wide variable too, which the
 /// shim must not read as its own manager's: seen in a clean-clone run of scripts/test.sh,

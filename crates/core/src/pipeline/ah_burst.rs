@@ -94,6 +94,8 @@ impl Pipeline {
         };
         self.compute_icvs(key, pkts);
         let icv_len = key.icv_len();
+        // The SA's totals, added once for the burst: no atomic per packet.
+        let (mut packets, mut bytes) = (0u64, 0u64);
         for j in 0..self.ah_pending.len() {
             let AhPending { k, icv, out, .. } = self.ah_pending[j];
             let p = &mut pkts[k];
@@ -107,12 +109,14 @@ impl Pipeline {
             if let Slot::AddAh { bundled: false, .. } = self.slots[k] {
                 self.counters.encrypted += 1;
             }
-            sa.state.counters.add(1, u64::from(done.payload_len));
+            packets += 1;
+            bytes += u64::from(done.payload_len);
             self.slots[k] = Slot::Route {
                 v4: done.route_v4,
                 dst: done.route_dst,
             };
         }
+        sa.state.counters.add(packets, bytes);
         sa.note_usage();
     }
 
@@ -195,11 +199,22 @@ impl Pipeline {
             }
         }
         drop(w);
+        let (mut packets, mut bytes) = (0u64, 0u64);
         for j in 0..self.ah_pending.len() {
             let k = self.ah_pending[j].k;
             if let Slot::OpenAh { job } = self.slots[k] {
-                self.slots[k] = self.after_ah(t, &mut pkts[k], job);
+                let (slot, removed) = self.after_ah(t, &mut pkts[k], job);
+                if let Some(len) = removed {
+                    packets += 1;
+                    bytes += len;
+                }
+                self.slots[k] = slot;
             }
+        }
+        // The SA's totals, added once for the burst: no atomic per packet.
+        if packets > 0 {
+            sa.state.counters.add(packets, bytes);
+            sa.note_usage();
         }
     }
 
@@ -226,17 +241,22 @@ impl Pipeline {
 
     /// An authentic AH packet, its window updated: AH removed, then what it carried is ESP
     /// (a bundle: on to the ESP stage) or the protected packet (checked against the
-    /// inbound policy).
-    fn after_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> Slot {
+    /// inbound policy). Also returns, when AH came off, the length of what it protected
+    /// (for the SA's totals).
+    fn after_ah(&mut self, t: &Tables, p: &mut Packet, job: ah::AhJob) -> (Slot, Option<u64>) {
         let sa_idx = job.sa;
-        let sa = &t.sas[sa_idx as usize];
-        let info = match ah::remove(p, &job, sa) {
+        let info = match ah::remove(p, &job, &t.sas[sa_idx as usize]) {
             Ok(info) => info,
-            Err(r) => return self.drop_classified(t, p, r, Some(sa_idx)),
+            Err(r) => return (self.drop_classified(t, p, r, Some(sa_idx)), None),
         };
-        sa.state.counters.add(1, info.total_len as u64);
-        sa.note_usage();
-        match esp_in::classify(p, &info, t, &mut self.spi_cache) {
+        let slot = self.after_ah_removed(t, p, sa_idx, &info);
+        (slot, Some(info.total_len as u64))
+    }
+
+    /// Where a packet goes once AH is off: ESP inside goes on to the ESP stage, anything
+    /// else must match the inbound policy of the AH SA.
+    fn after_ah_removed(&mut self, t: &Tables, p: &mut Packet, sa_idx: u32, info: &IpInfo) -> Slot {
+        match esp_in::classify(p, info, t, &mut self.spi_cache) {
             Ok(Classified::Esp(mut job)) => {
                 job.via_ah = Some(sa_idx);
                 Slot::Open { job, seq: 0 }

@@ -19,7 +19,7 @@
 
 use espgw_config::Mode;
 use espgw_crypto::ah::GMAC_IV_LEN;
-use espgw_crypto::{AhKey, AhOp};
+use espgw_crypto::{AhKey, AhOp, Icv};
 use espgw_wire::{ipv6, proto};
 
 use crate::counters::DropReason;
@@ -161,7 +161,9 @@ pub struct IcvJob {
 /// sequence bits appended, so that the ICV runs over the packet itself (no copy of the
 /// payload). What is changed is saved to `arena` first; [`restore`] puts it back (the
 /// caller restores every prepared packet, authentic or not). On error the packet is as it
-/// was and nothing is left in the arena.
+/// was and nothing is left in the arena. Inlined: its result, returned through memory,
+/// was read back before it had landed (`perf`: a fifth of `stage_protect`'s time).
+#[inline(always)]
 fn prepare(
     pkt: &mut Packet,
     at: AhAt,
@@ -319,16 +321,16 @@ pub fn protect(
 ) -> Result<Protected, DropReason> {
     arena.clear();
     let (done, job) = stage_protect(pkt, sa, key, seq, arena)?;
+    let mut icv = Icv::NONE;
     let mut ops = [AhOp {
         text: pkt.data_mut(),
         iv: job.iv,
-        icv: None,
+        icv: &mut icv,
     }];
     key.tag_burst(&mut ops);
-    let icv = ops[0].icv.take();
     restore(pkt, &job, arena);
-    let icv = icv.ok_or(DropReason::CryptoFailed)?;
-    write_icv(pkt, &job, icv.as_slice(), key.icv_len());
+    let icv = icv.get().ok_or(DropReason::CryptoFailed)?;
+    write_icv(pkt, &job, icv, key.icv_len());
     Ok(done)
 }
 

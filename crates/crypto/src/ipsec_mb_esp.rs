@@ -37,7 +37,6 @@ mod imp {
     use crate::ah::{AhBurst, AhOp};
     use crate::ct::ct_eq;
     use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
-    use crate::integrity::Tag;
     use crate::ipsec_mb::{with_mgr, GcmKeyData, ImbMgr};
     use crate::suite::{Encryption, Integrity, Suite};
     use crate::CryptoError;
@@ -938,7 +937,7 @@ mod imp {
             let icv = self.esp.suite.icv_len();
             if let Mode::Gmac { .. } = self.esp.mode {
                 for op in ops.iter_mut() {
-                    op.icv = None;
+                    op.icv.clear();
                 }
                 // RFC 4543 §5: the nonce is salt || the AH header's IV.
                 self.esp.gmac_run(
@@ -951,7 +950,7 @@ mod imp {
                         r.tag_len = icv as u32;
                         true
                     },
-                    |_, op, tag| op.icv = Some(Tag::from_slice(&tag[..icv])),
+                    |_, op, tag| op.icv.set(&tag[..icv]),
                 );
                 return;
             }
@@ -972,7 +971,11 @@ mod imp {
                 }
                 self.esp.run(HASH_ONLY, s.live());
                 for (op, raw) in ops.iter_mut().zip(&s.ops[..s.used]) {
-                    op.icv = (raw.status == 0).then(|| Tag::from_slice(&raw.tag[..icv]));
+                    if raw.status == 0 {
+                        op.icv.set(&raw.tag[..icv]);
+                    } else {
+                        op.icv.clear();
+                    }
                 }
             });
         }

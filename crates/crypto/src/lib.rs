@@ -24,7 +24,7 @@ pub mod ipsec_mb;
 mod ipsec_mb_esp;
 pub mod suite;
 
-pub use ah::{AhBurst, AhKey, AhOp};
+pub use ah::{AhBurst, AhKey, AhOp, Icv};
 pub use esp::{esp_key, EspKey, EspOp};
 pub use suite::{Encryption, Integrity, Suite, SuiteError};
 

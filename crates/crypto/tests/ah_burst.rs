@@ -5,7 +5,7 @@
 mod common;
 
 use common::hex;
-use espgw_crypto::{all_providers, AhKey, AhOp, Integrity};
+use espgw_crypto::{all_providers, AhKey, AhOp, Icv, Integrity};
 use proptest::prelude::*;
 
 const ALL: [Integrity; 9] = [
@@ -37,28 +37,39 @@ fn keys(integ: Integrity, key: &[u8]) -> Vec<(String, AhKey)> {
     v
 }
 
+#[test]
+fn every_ah_icv_fits_its_slot() {
+    for integ in ALL {
+        assert!(integ.icv_len() <= espgw_crypto::ah::MAX_ICV, "{integ:?}");
+    }
+}
+
 /// The ICVs `key` computes for `texts` in one burst (with `ivs` for GMAC).
 fn burst(key: &AhKey, texts: &[Vec<u8>], ivs: &[[u8; 8]]) -> Vec<Option<Vec<u8>>> {
     let mut copies: Vec<Vec<u8>> = texts.to_vec();
+    // Stale ICVs in the slots: every op must overwrite or clear its own.
+    let mut icvs = vec![Icv::NONE; texts.len()];
+    for icv in &mut icvs {
+        icv.set(&[0xee; 12]);
+    }
     let mut ops: Vec<AhOp<'_>> = copies
         .iter_mut()
         .zip(ivs)
-        .map(|(text, iv)| AhOp {
-            text,
-            iv: *iv,
-            icv: None,
-        })
+        .zip(icvs.iter_mut())
+        .map(|((text, iv), icv)| AhOp { text, iv: *iv, icv })
         .collect();
     key.tag_burst(&mut ops);
-    let out = ops
+    drop(ops);
+    let out = icvs
         .iter()
-        .map(|op| {
-            op.icv
-                .as_ref()
-                .map(|t| t.as_slice()[..key.icv_len()].to_vec())
+        .map(|icv| {
+            let got = icv.get().map(<[u8]>::to_vec);
+            if let Some(g) = &got {
+                assert_eq!(g.len(), key.icv_len(), "{:?}", key.integrity());
+            }
+            got
         })
         .collect();
-    drop(ops);
     assert_eq!(copies, texts, "the texts are read, never written");
     out
 }

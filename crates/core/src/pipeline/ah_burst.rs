@@ -12,7 +12,7 @@
 //! stage): lifetime and replay pre-check, the ICVs, a constant-time compare, the window
 //! update, AH removed; ESP found inside goes on to the ESP stage remembering its AH SA.
 
-use espgw_crypto::{AhKey, AhOp};
+use espgw_crypto::{AhKey, AhOp, Icv};
 
 use super::*;
 
@@ -100,12 +100,12 @@ impl Pipeline {
             let AhPending { k, icv, out, .. } = self.ah_pending[j];
             let p = &mut pkts[k];
             ah::restore(p, &icv, &self.ah_text);
-            let (Some(Some(tag)), Some(done)) = (self.ah_icvs.get(j), out) else {
+            let (Some(tag), Some(done)) = (self.ah_icvs.get(j).and_then(Icv::get), out) else {
                 // Never sent without its ICV.
                 self.slots[k] = self.drop_classified(t, p, DropReason::CryptoFailed, Some(sa_idx));
                 continue;
             };
-            ah::write_icv(p, &icv, tag.as_slice(), icv_len);
+            ah::write_icv(p, &icv, tag, icv_len);
             if let Slot::AddAh { bundled: false, .. } = self.slots[k] {
                 self.counters.encrypted += 1;
             }
@@ -182,11 +182,7 @@ impl Pipeline {
         for j in 0..self.ah_pending.len() {
             let AhPending { k, seq, icv, .. } = self.ah_pending[j];
             ah::restore(&mut pkts[k], &icv, &self.ah_text);
-            let tag = self
-                .ah_icvs
-                .get(j)
-                .and_then(|t| t.as_ref())
-                .map(|t| t.as_slice());
+            let tag = self.ah_icvs.get(j).and_then(Icv::get);
             let verdict = if !ah::is_authentic(&self.ah_text, &icv, tag, icv_len) {
                 Err(DropReason::AuthFailed)
             } else if !w.check_and_update(seq) {
@@ -219,24 +215,28 @@ impl Pipeline {
     }
 
     /// Every pending packet's ICV, in one call to the SA's key over the prepared packets
-    /// (`ah_icvs[j]` for `ah_pending[j]`).
+    /// (`ah_icvs[j]` for `ah_pending[j]`, written there in place by the back-end).
     fn compute_icvs(&mut self, key: &AhKey, pkts: &mut [Packet]) {
+        self.ah_icvs.clear();
+        self.ah_icvs.resize(self.ah_pending.len(), Icv::NONE);
         let mut ops: Vec<AhOp<'_>> = Vec::with_capacity(self.ah_pending.len());
         // The pending packets are in burst order.
-        let mut pending = self.ah_pending.iter().peekable();
+        let mut pending = self
+            .ah_pending
+            .iter()
+            .zip(self.ah_icvs.iter_mut())
+            .peekable();
         for (k, p) in pkts.iter_mut().enumerate() {
-            let Some(next) = pending.next_if(|n| n.k == k) else {
+            let Some((next, icv)) = pending.next_if(|(n, _)| n.k == k) else {
                 continue;
             };
             ops.push(AhOp {
                 text: p.data_mut(),
                 iv: next.icv.iv,
-                icv: None,
+                icv,
             });
         }
         key.tag_burst(&mut ops);
-        self.ah_icvs.clear();
-        self.ah_icvs.extend(ops.into_iter().map(|op| op.icv));
     }
 
     /// An authentic AH packet, its window updated: AH removed, then what it carried is ESP

@@ -104,7 +104,7 @@ pub struct Pipeline {
     /// mutable fields), and the packets of the SA at hand (see `ah_burst.rs`).
     ah_text: Vec<u8>,
     ah_pending: Vec<ah_burst::AhPending>,
-    ah_icvs: Vec<Option<espgw_crypto::integrity::Tag>>,
+    ah_icvs: Vec<espgw_crypto::Icv>,
     /// Whether this burst has packets for the AH stage.
     ah_in_burst: bool,
     /// Trap policies hit since last taken: (reqid, the first packet's selectors).

@@ -10,7 +10,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use espgw_config::SaProto;
-use espgw_crypto::{esp_key, AeadAlgorithm, AeadOp, AhKey, AhOp, CryptoProvider, EspOp, Suite};
+use espgw_crypto::{
+    esp_key, AeadAlgorithm, AeadOp, AhKey, AhOp, CryptoProvider, EspOp, Icv, Suite,
+};
 
 use super::zeroize_free::key_of;
 
@@ -88,14 +90,16 @@ pub(super) fn raw_suite(
                     vec![0x5a; 20 + 12 + key.iv_len() + key.icv_len() + inner]
                 })
                 .collect();
+            let mut icvs = vec![Icv::NONE; burst];
             let r = rate(secs, || {
                 for chunk in bufs.chunks_mut(burst) {
                     let mut ops: Vec<AhOp<'_>> = chunk
                         .iter_mut()
-                        .map(|text| AhOp {
+                        .zip(icvs.iter_mut())
+                        .map(|(text, icv)| AhOp {
                             text,
                             iv: [0; 8],
-                            icv: None,
+                            icv,
                         })
                         .collect();
                     key.tag_burst(&mut ops);

@@ -461,7 +461,9 @@ pub fn classify(
 
 /// Prepares the AH packet in `pkt` (trimmed to its IP length) in place for its ICV with
 /// the full sequence number `seq` ([`prepare`]: what changes is saved to `arena`), for the
-/// burst's ICVs to be computed together; then [`is_authentic`] and [`restore`].
+/// burst's ICVs to be computed together; then [`is_authentic`] and [`restore`]. Inlined,
+/// as [`prepare`] is, for the same reason.
+#[inline(always)]
 pub fn stage_verify(
     pkt: &mut Packet,
     job: &AhJob,
@@ -489,7 +491,10 @@ pub fn is_authentic(arena: &[u8], job: &IcvJob, icv: Option<&[u8]>, icv_len: usi
 }
 
 /// Removes AH from an authentic packet: leaves the inner packet (tunnel) or the packet as
-/// it was before AH was inserted (transport), and returns its header as parsed.
+/// it was before AH was inserted (transport), and returns its header as parsed. Inlined:
+/// the header, returned through memory, was read back before it had landed (`perf`: the
+/// largest single stall of the inbound AH pass).
+#[inline(always)]
 pub fn remove(pkt: &mut Packet, job: &AhJob, sa: &Sa) -> Result<IpInfo, DropReason> {
     let end = job.ah_off + job.ah_len;
     match sa.mode {

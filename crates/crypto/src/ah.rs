@@ -74,12 +74,6 @@ impl Icv {
     }
 }
 
-impl Default for Icv {
-    fn default() -> Self {
-        Icv::NONE
-    }
-}
-
 /// One packet's ICV computation in a burst ([`AhKey::tag_burst`]).
 pub struct AhOp<'a> {
     /// Everything the ICV covers, contiguous: the IP headers with their mutable fields

@@ -40,42 +40,62 @@ const IMMUTABLE_V4_OPTIONS: [u8; 7] = [0, 1, 2, 5, 6, 20, 21];
 const SOURCE_ROUTE_OPTIONS: [u8; 2] = [3, 9];
 
 /// Zeroes the fields of `hdr` (the IP header and, over IPv6, the extension headers in
-/// front of AH) that may change in transit.
+/// front of AH) that may change in transit. Inlined, for the common IPv4 header without
+/// options (a call and its setup were a sixth of the work per 64-byte packet outside
+/// the ICV computation); options and IPv6 go out of line.
+#[inline]
 fn zero_mutable(hdr: &mut [u8], v4: bool) -> Result<(), DropReason> {
-    if v4 {
-        if hdr.len() < 20 {
-            return Err(DropReason::Malformed);
-        }
-        hdr[1] = 0; // TOS (DSCP, ECN)
-        hdr[6..9].fill(0); // flags, fragment offset, TTL
-        hdr[10..12].fill(0); // checksum
-        let mut i = 20;
-        while i < hdr.len() {
-            let t = hdr[i];
-            match t {
-                0 => break, // end of list: the rest is padding, immutable
-                1 => {
-                    i += 1;
-                    continue;
-                }
-                _ => {}
-            }
-            let len = usize::from(*hdr.get(i + 1).ok_or(DropReason::Malformed)?);
-            if len < 2 || i + len > hdr.len() {
-                return Err(DropReason::Malformed);
-            }
-            let number = t & 0x1f;
-            if SOURCE_ROUTE_OPTIONS.contains(&number) {
-                return Err(DropReason::AhUnsupported);
-            }
-            if !IMMUTABLE_V4_OPTIONS.contains(&number) {
-                // RFC 4302 §3.3.3.1.1.2: a mutable option is zeroed whole.
-                hdr[i..i + len].fill(0);
-            }
-            i += len;
-        }
+    if !v4 {
+        return zero_mutable_v6(hdr);
+    }
+    let (fixed, options) = match hdr.split_at_mut_checked(20) {
+        Some(parts) => parts,
+        None => return Err(DropReason::Malformed),
+    };
+    fixed[1] = 0; // TOS (DSCP, ECN)
+    fixed[6..9].fill(0); // flags, fragment offset, TTL
+    fixed[10..12].fill(0); // checksum
+    if options.is_empty() {
         return Ok(());
     }
+    zero_mutable_v4_options(options)
+}
+
+/// IPv4 options (`opts`: what follows the 20 fixed bytes): each mutable option zeroed
+/// whole (RFC 4302 §3.3.3.1.1.2); source routes are refused.
+#[inline(never)]
+fn zero_mutable_v4_options(opts: &mut [u8]) -> Result<(), DropReason> {
+    let mut i = 0;
+    while i < opts.len() {
+        let t = opts[i];
+        match t {
+            0 => break, // end of list: the rest is padding, immutable
+            1 => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let len = usize::from(*opts.get(i + 1).ok_or(DropReason::Malformed)?);
+        if len < 2 || i + len > opts.len() {
+            return Err(DropReason::Malformed);
+        }
+        let number = t & 0x1f;
+        if SOURCE_ROUTE_OPTIONS.contains(&number) {
+            return Err(DropReason::AhUnsupported);
+        }
+        if !IMMUTABLE_V4_OPTIONS.contains(&number) {
+            opts[i..i + len].fill(0);
+        }
+        i += len;
+    }
+    Ok(())
+}
+
+/// The IPv6 header's mutable fields, and the mutable option data of the hop-by-hop and
+/// destination options headers in front of AH.
+#[inline(never)]
+fn zero_mutable_v6(hdr: &mut [u8]) -> Result<(), DropReason> {
     if hdr.len() < ipv6::HEADER_LEN {
         return Err(DropReason::Malformed);
     }

@@ -68,14 +68,35 @@ def test_iperf3_tcp(io_bed, fam, reverse):
     assert bps > 10e6, f"TCP through the tunnel: {bps / 1e6:.1f} Mbit/s"
 
 
+def gateway_drops():
+    """Every drop the two gateways counted: by reason in the pipeline, and at their ports
+    (receive ring full, transmit refused)."""
+    total = 0
+    for gw in ("gw1", "gw2"):
+        total += sum(show(gw, "stats")["drops"].values())
+        total += sum(p["rx_dropped"] + p["tx_dropped"] for p in show(gw, "ports"))
+    return total
+
+
 @pytest.mark.parametrize("fam", [4, 6])
 @pytest.mark.parametrize("reverse", [False, True], ids=["h1-to-h2", "h2-to-h1"])
 def test_iperf3_udp(io_bed, fam, reverse):
-    j = iperf("h1", "h2", fam, udp=True, reverse=reverse)
-    s = j["end"]["sum"]
-    assert s["packets"] > 1000, s
-    # 40 Mbit/s is far below what the pair forwards: loss means a bug, not a limit.
-    assert s["lost_percent"] < 1.0, s
+    """40 Mbit/s is far below what the pair forwards: loss means a bug, not a limit. A
+    run that loses 1 % or more while neither gateway counted a drop runs once more: on
+    the shared 2-core VM such runs came and went with the build that had passed CI as well
+    (2026-11-25: 1.6-3.3 % lost, over AF_XDP, in 4 of 18 runs of these tests with either
+    build; none in 24 iperf3 runs on a bed already up), and a second one still fails. Loss
+    the gateways counted fails at once."""
+    for attempt in (1, 2):
+        drops = gateway_drops()
+        j = iperf("h1", "h2", fam, udp=True, reverse=reverse)
+        s = j["end"]["sum"]
+        assert s["packets"] > 1000, s
+        counted = gateway_drops() - drops
+        if s["lost_percent"] < 1.0:
+            return
+        assert counted == 0, f"the gateways dropped {counted}: {s}"
+        assert attempt == 1, s
 
 
 def tshark_uat(sa, src, dst):

@@ -1,9 +1,11 @@
 """Fixtures for the live tests: the test bed of `espgw-lab testbed` in network namespaces
 (as root), built per module and always torn down."""
+import atexit
 import json
 import os
 import pathlib
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,8 +46,11 @@ LAB = lab_bin(ESPGW)
 os.umask(0o077)
 
 # Gateways that a test starts itself (not through the test bed, which gives each its own)
-# keep their sequence state in a scratch directory, not in /var/lib/espgw.
-os.environ.setdefault("ESPGW_STATE_DIR", tempfile.mkdtemp(prefix="espgw-live-state-"))
+# keep their sequence state in a scratch directory, not in /var/lib/espgw; removed when the
+# test run ends (38 of them had piled up in /tmp before).
+if "ESPGW_STATE_DIR" not in os.environ:
+    os.environ["ESPGW_STATE_DIR"] = tempfile.mkdtemp(prefix="espgw-live-state-")
+    atexit.register(shutil.rmtree, os.environ["ESPGW_STATE_DIR"], ignore_errors=True)
 
 
 # The test bed's gateways switch to this user once their ports are open (the test bed's

@@ -296,6 +296,11 @@ struct espgw_xsk {
 	uint64_t *free_tx;
 	uint32_t nfree;
 	uint32_t tx_in_flight;
+	/* Receive frames taken from the receive ring that wait for room in the fill ring
+	 * (see return_rx_frames); at most nrx of them. */
+	uint64_t *fill_pending;
+	uint32_t npending;
+	uint32_t nrx;
 	/* Completion-ring entries that named no transmit frame of ours (never expected). */
 	uint64_t bad_completions;
 	/* Busy polling on: an empty receive ring is answered with recvfrom() every time, so
@@ -379,6 +384,11 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 		free(x);
 		return ret < 0 ? ret : -ret;
 	}
+	/* Which mode the kernel chose: the statistics mean different things in each. */
+	struct xdp_options xopts;
+	socklen_t xlen = sizeof(xopts);
+	if (getsockopt(xsk_socket__fd(x->xsk), SOL_XDP, XDP_OPTIONS, &xopts, &xlen) == 0)
+		x->zero_copy = (xopts.flags & XDP_OPTIONS_ZEROCOPY) != 0;
 	int map_fd = prog_get(x->netns, ifindex, scfg.xdp_flags);
 	if (map_fd >= 0)
 		ret = xsk_socket__update_xskmap(x->xsk, map_fd);
@@ -407,9 +417,13 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	for (uint32_t i = 0; i < nfill; i++)
 		*xsk_ring_prod__fill_addr(&x->fq, idx + i) = (uint64_t)i * FRAME_SIZE;
 	xsk_ring_prod__submit(&x->fq, nfill);
+	x->nrx = nfill;
 	/* Transmit frames: the second half. */
 	x->free_tx = calloc(nframes - nframes / 2, sizeof(uint64_t));
-	if (!x->free_tx) {
+	x->fill_pending = calloc(nfill, sizeof(uint64_t));
+	if (!x->free_tx || !x->fill_pending) {
+		free(x->free_tx);
+		free(x->fill_pending);
 		prog_put(x->netns, ifindex, queue);
 		xsk_socket__delete(x->xsk);
 		xsk_umem__delete(x->umem);
@@ -437,6 +451,7 @@ void espgw_xsk_close(struct espgw_xsk *x)
 	xsk_umem__delete(x->umem);
 	munmap(x->area, x->area_len);
 	free(x->free_tx);
+	free(x->fill_pending);
 	free(x);
 }
 
@@ -476,10 +491,35 @@ static int rx_kick_due(struct espgw_xsk *x)
 	return x->busy_poll || xsk_ring_prod__needs_wakeup(&x->fq);
 }
 
+/* Gives the kernel back the receive frames waiting in fill_pending, as many as the fill
+ * ring has room for now.
+ *
+ * The room can be short for a moment even though every receive frame has a slot: the
+ * kernel publishes new receive-ring entries before it publishes how far it has read the
+ * fill ring (xsk_flush), so a frame can be seen in the receive ring while its fill-ring
+ * slot still looks taken. Frames that do not fit wait here for the next call instead of
+ * being skipped: skipping them (as an earlier version did) lost the frames silently and
+ * left their UMEM frames and receive-ring slots out of circulation for good. */
+static void return_rx_frames(struct espgw_xsk *x)
+{
+	if (x->npending == 0)
+		return;
+	uint32_t room = xsk_prod_nb_free(&x->fq, x->npending);
+	uint32_t k = room < x->npending ? room : x->npending;
+	uint32_t idx = 0;
+	if (k == 0 || xsk_ring_prod__reserve(&x->fq, k, &idx) != k)
+		return;
+	for (uint32_t i = 0; i < k; i++)
+		*xsk_ring_prod__fill_addr(&x->fq, idx + i) = x->fill_pending[--x->npending];
+	xsk_ring_prod__submit(&x->fq, k);
+}
+
 /* How many received frames wait (at most `max`), without taking them: lets the caller
- * skip preparing buffers when the ring is empty (the common case of an idle poll). */
+ * skip preparing buffers when the ring is empty (the common case of an idle poll).
+ * Returns waiting frames to the fill ring first. */
 uint32_t espgw_xsk_rx_ready(struct espgw_xsk *x, uint32_t max)
 {
+	return_rx_frames(x);
 	uint32_t n = xsk_cons_nb_avail(&x->rx, max);
 	if (n == 0 && rx_kick_due(x))
 		recvfrom(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
@@ -488,21 +528,19 @@ uint32_t espgw_xsk_rx_ready(struct espgw_xsk *x, uint32_t max)
 
 /* Copies up to `max` received frames into bufs[i] (capacity `cap` each) and their
  * lengths into lens[i]; frames longer than `cap` are dropped and counted in *oversized.
- * Returns how many were copied. */
+ * Returns how many were copied. Every frame taken from the receive ring goes back to the
+ * fill ring, now or (see return_rx_frames) on a later call. */
 uint32_t espgw_xsk_rx(struct espgw_xsk *x, uint8_t **bufs, uint32_t *lens, uint32_t max,
 		      uint32_t cap, uint64_t *oversized)
 {
-	uint32_t idx_rx = 0, idx_fq = 0;
+	return_rx_frames(x);
+	uint32_t idx_rx = 0;
 	uint32_t n = xsk_ring_cons__peek(&x->rx, max, &idx_rx);
 	if (n == 0) {
 		if (rx_kick_due(x))
 			recvfrom(xsk_socket__fd(x->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		return 0;
 	}
-	/* The fill ring has room for every frame the kernel moved to the receive ring
-	 * (the same frames go back); if not, leave them for the next call. */
-	if (xsk_ring_prod__reserve(&x->fq, n, &idx_fq) != n)
-		return 0;
 	uint32_t got = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx_rx + i);
@@ -515,10 +553,13 @@ uint32_t espgw_xsk_rx(struct espgw_xsk *x, uint8_t **bufs, uint32_t *lens, uint3
 		} else {
 			(*oversized)++;
 		}
-		*xsk_ring_prod__fill_addr(&x->fq, idx_fq + i) = addr;
+		/* Each receive frame is in exactly one place (fill ring, kernel, receive ring
+		 * or here), so the list cannot overflow; the bound is kept regardless. */
+		if (x->npending < x->nrx)
+			x->fill_pending[x->npending++] = addr;
 	}
-	xsk_ring_prod__submit(&x->fq, n);
 	xsk_ring_cons__release(&x->rx, n);
+	return_rx_frames(x);
 	return got;
 }
 
@@ -585,7 +626,8 @@ kick:
 	return k;
 }
 
-/* Kernel-side counters: rx_dropped, rx_ring_full, rx_fill_ring_empty, tx_invalid. */
+/* Kernel-side counters: rx_dropped, rx_ring_full, rx_fill_ring_empty (copy mode only: in
+ * zero-copy mode it counts a driver's failed refills, not frames), tx_invalid. */
 int espgw_xsk_stats(struct espgw_xsk *x, uint64_t out[5])
 {
 	struct xdp_statistics s;
@@ -595,7 +637,7 @@ int espgw_xsk_stats(struct espgw_xsk *x, uint64_t out[5])
 		return -errno;
 	out[0] = s.rx_dropped;
 	out[1] = s.rx_ring_full;
-	out[2] = s.rx_fill_ring_empty_descs;
+	out[2] = x->zero_copy ? 0 : s.rx_fill_ring_empty_descs;
 	out[3] = s.tx_invalid_descs;
 	out[4] = x->bad_completions;
 	return 0;

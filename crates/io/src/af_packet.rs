@@ -418,7 +418,9 @@ impl Port for AfPacketPort {
         };
         // The kernel resets these counters on every read: accumulate.
         if r == 0 {
+            // `drops` are frames the ring had no free slot for.
             self.stats.rx_dropped += u64::from(s.drops);
+            self.stats.rx_ring_full += u64::from(s.drops);
         }
         self.stats
     }

@@ -69,7 +69,9 @@ pub struct AfXdpPort {
     xsk: *mut Xsk,
     fd: RawFd,
     stats: PortStats,
+    /// The kernel's cumulative counters at the last read, to report their growth.
     kernel_drops: u64,
+    kernel_ring_full: u64,
     bad_completions: u64,
     /// Per-burst scratch: packet buffers being filled, pointers and lengths.
     rx_pkts: Vec<Packet>,
@@ -115,6 +117,7 @@ impl AfXdpPort {
             fd,
             stats: PortStats::default(),
             kernel_drops: 0,
+            kernel_ring_full: 0,
             bad_completions: 0,
             rx_pkts: Vec::with_capacity(MAX_BURST),
             ptrs: Vec::with_capacity(MAX_BURST),
@@ -254,10 +257,16 @@ impl Port for AfXdpPort {
         let mut k = [0u64; 5];
         // SAFETY: the shim writes five u64 into `k`.
         if unsafe { espgw_xsk_stats(self.xsk, k.as_mut_ptr()) } == 0 {
-            // Cumulative in the kernel: report the growth since the last read.
+            // Cumulative in the kernel: report the growth since the last read. The kernel's
+            // drop count (k[0]) includes frames dropped for want of a free frame (k[2],
+            // copy mode): with as many receive frames as ring slots, that is how a
+            // gateway that does not keep up loses frames, more often than a full ring (k[1]).
             let total = k[0] + k[1];
             self.stats.rx_dropped += total.saturating_sub(self.kernel_drops);
             self.kernel_drops = total;
+            let overrun = k[1] + k[2];
+            self.stats.rx_ring_full += overrun.saturating_sub(self.kernel_ring_full);
+            self.kernel_ring_full = overrun;
             // Completion-ring entries that named no transmit frame (counted by the shim).
             self.stats.tx_dropped += k[4].saturating_sub(self.bad_completions);
             self.bad_completions = k[4];

@@ -15,6 +15,10 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Dropped before the gateway saw them (kernel ring full, truncated, oversized).
     pub rx_dropped: u64,
+    /// Of `rx_dropped`: frames the kernel had no room for because the gateway did not take
+    /// them in time (an AF_PACKET ring without a free slot; an AF_XDP receive ring, or its
+    /// frames to receive into, used up). The rest of `rx_dropped` is malformed or too large.
+    pub rx_ring_full: u64,
     /// Not sent: transmit ring full or frame too large.
     pub tx_dropped: u64,
     /// Addressed to another host's MAC (a promiscuous AF_PACKET port sees them): not the
@@ -29,6 +33,7 @@ impl PortStats {
         self.tx_packets += o.tx_packets;
         self.tx_bytes += o.tx_bytes;
         self.rx_dropped += o.rx_dropped;
+        self.rx_ring_full += o.rx_ring_full;
         self.tx_dropped += o.tx_dropped;
         self.rx_other_host += o.rx_other_host;
     }

@@ -94,6 +94,10 @@ pub const ALLOWED: &[libc::c_long] = &[
     libc::SYS_rt_sigaction,
     libc::SYS_rt_sigprocmask,
     libc::SYS_rt_sigreturn,
+    // The kernel's own restart of a sleep or poll interrupted by a stop (SIGSTOP/SIGCONT, a
+    // cgroup freeze, a debugger): strace never shows it, and without it a stopped and
+    // continued gateway was killed (SIGSYS in espgw-worker-0, found 2026-11-25).
+    libc::SYS_restart_syscall,
     libc::SYS_nanosleep,
     libc::SYS_clock_nanosleep,
     libc::SYS_clock_gettime,

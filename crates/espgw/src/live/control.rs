@@ -368,6 +368,7 @@ fn show_ports(t: &Tables, shared: &Shared) -> Value {
                     "tx_packets": s.tx_packets,
                     "tx_bytes": s.tx_bytes,
                     "rx_dropped": s.rx_dropped,
+                    "rx_ring_full": s.rx_ring_full,
                     "tx_dropped": s.tx_dropped,
                     "rx_other_host": s.rx_other_host,
                 })

@@ -245,7 +245,7 @@ fn render_gateway(o: &mut String, tot: &WorkerReport) {
 /// Per port: frames and bytes each way, and what was dropped before or after the gateway.
 fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport) {
     type PortField = fn(&espgw_io::port::PortStats) -> u64;
-    let port_fields: [(&str, &str, PortField); 7] = [
+    let port_fields: [(&str, &str, PortField); 8] = [
         (
             "espgw_port_rx_packets_total",
             "Frames received on a port.",
@@ -268,6 +268,11 @@ fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport)
             "espgw_port_rx_dropped_total",
             "Frames the kernel or the ring dropped before the gateway saw them.",
             |s| s.rx_dropped,
+        ),
+        (
+            "espgw_port_rx_ring_full_total",
+            "Of the frames dropped before the gateway saw them: not taken in time (ring full).",
+            |s| s.rx_ring_full,
         ),
         (
             "espgw_port_tx_dropped_total",

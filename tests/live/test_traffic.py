@@ -49,7 +49,9 @@ def iperf_once(src, dst, fam, udp, reverse):
     try:
         args = ["iperf3", "-c", ADDR[(dst, fam)], "-p", "5201", "-t", "2", "-J"]
         if udp:
-            args += ["-u", "-b", "40M", "-l", "1200"]
+            # A 2 MiB socket buffer at the receiving iperf3 (the default 208 KiB holds
+            # about 50 ms of this stream) rides out its waits for a core on the 2-core VM.
+            args += ["-u", "-b", "40M", "-l", "1200", "-w", "2M"]
         if reverse:
             args.append("-R")
         r = nsx(src, *args, check=False, timeout=30)
@@ -172,20 +174,49 @@ def test_ring_overrun_is_counted(io_bed):
              + '"}'] == south["rx_ring_full"], m
 
 
+def udp_buffer_overflows(ns):
+    """Datagrams the host's kernel dropped for a full socket receive buffer (IPv4 and
+    IPv6): the receiving application's loss, not the path's."""
+    text = nsx(ns, "cat", "/proc/net/snmp", "/proc/net/snmp6").stdout.splitlines()
+    udp = [line.split() for line in text if line.startswith("Udp:")]
+    v4 = int(dict(zip(udp[0][1:], udp[1][1:]))["RcvbufErrors"])
+    v6 = next(int(line.split()[1]) for line in text if line.startswith("Udp6RcvbufErrors"))
+    return v4 + v6
+
+
+def link_drops():
+    """Every interface's receive and transmit drops on the path, by namespace."""
+    out = {}
+    for ns in ("h1", "gw1", "wan", "gw2", "h2"):
+        for link in json.loads(nsx(ns, "ip", "-s", "-j", "link").stdout):
+            st = link["stats64"]
+            out[(ns, link["ifname"])] = (st["rx"]["dropped"], st["tx"]["dropped"])
+    return out
+
+
 @pytest.mark.parametrize("fam", [4, 6])
 @pytest.mark.parametrize("reverse", [False, True], ids=["h1-to-h2", "h2-to-h1"])
 def test_iperf3_udp(io_bed, fam, reverse):
-    """40 Mbit/s is far below what the pair forwards: loss means a bug, not a limit. (Runs
-    that lost 1-3 % over AF_XDP with no count anywhere were the receive path's skipped
-    frames, which test_every_frame_received_is_counted now catches. With the fix, 32 runs on
-    2026-11-25: 30 lost nothing, two lost 6 and 2 datagrams at the receiving iperf3's own
-    socket buffer, counted by that host's kernel, every interface on the path even.)"""
-    drops = gateway_drops()
+    """40 Mbit/s is far below what the pair forwards: loss on the path means a bug, not a
+    limit. Runs that lost 1-3 % over AF_XDP with no count anywhere were the receive path's
+    skipped frames, which test_every_frame_received_is_counted now catches. What the
+    receiving host's own socket buffer drops is the receiving iperf3's loss (it waited for a
+    core): counted by that host's kernel, it is taken off (2026-11-25, with the fix: 2 of 32
+    runs lost 6 and 2 datagrams that way, every interface on the path even)."""
+    receiver = "h1" if reverse else "h2"
+    drops, overflows, links = gateway_drops(), udp_buffer_overflows(receiver), link_drops()
     j = iperf("h1", "h2", fam, udp=True, reverse=reverse)
     s = j["end"]["sum"]
     assert s["packets"] > 1000, s
     counted = gateway_drops() - drops
-    assert s["lost_percent"] < 1.0, f"{s}; the gateways counted {counted} drops"
+    overflowed = udp_buffer_overflows(receiver) - overflows
+    lost_on_path = s["lost_packets"] - overflowed
+    if lost_on_path >= 0.01 * s["packets"]:
+        now = link_drops()
+        grown = {k: (v[0] - links[k][0], v[1] - links[k][1]) for k, v in now.items()
+                 if k in links and v != links[k]}
+        pytest.fail(f"{s}; the gateways counted {counted} drops, {receiver}'s socket buffer "
+                    f"{overflowed}, interfaces (rx, tx dropped): {grown}")
 
 
 def tshark_uat(sa, src, dst):

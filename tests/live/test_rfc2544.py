@@ -4,10 +4,12 @@ whose drops, reorderings and duplicates are known exactly; its JSON checked agai
 the schema with jsonschema, its plots and HTML page rendered in headless Chromium;
 Ctrl-C writes the partial results."""
 import json
+import os
 import pathlib
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import jsonschema
@@ -151,7 +153,9 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         if threads > 1:
             # The threads send concurrently, so which frame follows a held one at the
             # stand-in (and so whether the hold reorders its own flow) is up to the
-            # scheduler: at most every hold.
+            # scheduler: at most every hold. (No more: the stand-in keeps each flow on
+            # one queue, so the two receiving threads never split a flow; see
+            # test_a_relay_moving_between_cpus_reorders_no_flow.)
             reordered = min(t["reordered"], expected_faults(t["sent"], 100, 50, 70)[2])
         # The stand-in's faults follow sequence numbers, so the counts are arithmetic; the
         # kernel may still lose a frame of its own on a busy machine: an original (seen in
@@ -184,6 +188,50 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         assert trial is not None, (l, s["loss_curve"])
         assert abs(l - 100 * trial["lost"] / trial["sent"]) < 1e-9, trial
         assert 0.9 < l < 1.2, s["loss_curve"]
+
+
+def move_between_cpus(pattern, stop, period=0.003):
+    """Moves every process whose command line matches `pattern` to one of our first two
+    CPUs, then the other, every `period` seconds until `stop` is set (a relay that
+    migrates, on demand)."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    turn = 0
+    while not stop.wait(period):
+        for pid in sh("pgrep", "-f", pattern, check=False).stdout.split():
+            try:
+                os.sched_setaffinity(int(pid), {cpus[turn % 2]})
+            except OSError:
+                pass  # it ended meanwhile
+        turn += 1
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_relay_moving_between_cpus_reorders_no_flow(tmp_path):
+    """Two flows, two tester threads reading a queue each, and a stand-in that holds
+    nothing back but is moved between the two CPUs every 3 ms while it relays. It sends
+    through the qdisc, so a flow's queue comes from its hash, not from the CPU the relay
+    happens to run on, and no flow reaches the tester's two threads out of order: 0
+    reordered in every trial. (With the qdisc bypassed, the kernel picked the queue by
+    CPU: this run counted 38 reordered frames, 304 with both CPUs busy, and CI once saw
+    219 reordered where the relay held back 199.)"""
+    stop = threading.Event()
+    mover = threading.Thread(target=move_between_cpus, args=("bench standin --a", stop))
+    mover.start()
+    try:
+        doc, _ = bench(tmp_path / "moving", "--dut", "standin", "--no-ceiling", "--quick",
+                       "--sizes", "128", "--tests", "loss", "--max-rate", "20000",
+                       "--drop-every", "100", "--reorder-every", "0", "--duplicate-every",
+                       "70", "--flows", "2", "--threads", "2", timeout=300)
+    finally:
+        stop.set()
+        mover.join()
+    trials = doc["trials"]
+    assert len(trials) >= 10, len(trials)
+    for t in trials:
+        lost, dups, _ = expected_faults(t["sent"], 100, 50, 70, 2)
+        assert t["reordered"] == 0, t
+        assert t["lost"] >= lost and t["duplicates"] <= dups, t
+    assert sum(t["sent"] for t in trials) > 100_000, trials
 
 
 def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):

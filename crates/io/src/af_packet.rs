@@ -127,6 +127,22 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> lib
 }
 
 impl AfPacketPort {
+    /// Sends through the device's queue selection instead of straight to the driver.
+    ///
+    /// `open` bypasses the qdisc, and with it the kernel picks the transmit queue from
+    /// the CPU the sender runs on: a thread that migrates between CPUs spreads one flow
+    /// over several queues, and a receiver that reads those queues concurrently sees
+    /// that flow reordered. Through the qdisc the queue comes from the flow's hash, so
+    /// a flow keeps one queue whichever CPU sends it. Pinned senders (the gateway's
+    /// workers) keep the bypass; an unpinned relay (the RFC 2544 stand-in) needs this.
+    pub fn transmit_through_qdisc(&mut self) -> io::Result<()> {
+        let zero: libc::c_int = 0;
+        if setsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &zero) != 0 {
+            return Err(last_error("PACKET_QDISC_BYPASS", &self.name));
+        }
+        Ok(())
+    }
+
     /// Opens `ifname` with receive and transmit rings of `frames` frames each; joins
     /// fanout group `group` when given (every worker's socket of one port uses the
     /// same group id).

@@ -189,6 +189,8 @@ enum Cmd {
 }
 
 enum Reply {
+    /// Lane 0 opened the port on this I/O and now resolves the next hops.
+    Opened(&'static str),
     Ready(Result<PortReady, String>),
     TxDone(TxReport),
     Collected(Vec<(u8, RxReport)>),
@@ -229,6 +231,15 @@ impl LaneThread {
             _ => Err("tester port thread ended".into()),
         }
     }
+
+    /// Lane 0's I/O kind once it has opened the port (or why it could not).
+    fn opened(&self) -> Result<&'static str, String> {
+        match self.reply.recv() {
+            Ok(Reply::Opened(kind)) => Ok(kind),
+            Ok(Reply::Ready(Err(e))) => Err(e),
+            _ => Err("tester port thread ended".into()),
+        }
+    }
 }
 
 impl Drop for LaneThread {
@@ -257,9 +268,12 @@ pub struct TesterPort {
 
 impl TesterPort {
     /// Starts both ports' threads and waits until they are ready: first each port's lane
-    /// 0 (it enters the namespace, opens the port, picks the I/O and resolves the next
-    /// hops, answering the other port's questions meanwhile, for up to `resolve_for`),
-    /// then the other lanes on the same I/O.
+    /// 0 (it enters the namespace, opens the port and picks the I/O), then the other
+    /// lanes on the same I/O, while lane 0 resolves the next hops for up to
+    /// `resolve_for`. Every lane reads its queue and answers the other port's questions
+    /// during resolution, and what any lane learns goes into the port's one neighbour
+    /// cache: a device under test may answer on any queue (a relay that spreads flows
+    /// by hash sends an ARP reply to whichever queue the reply hashes to).
     pub fn start_pair(
         a: PortPlan,
         b: PortPlan,
@@ -294,33 +308,39 @@ impl TesterPort {
                 &shared[port],
             )?);
         }
-        let mut ports = Vec::new();
-        for (port, first) in firsts.into_iter().enumerate() {
-            let ready = first.ready()?;
-            ports.push(TesterPort {
-                lanes: vec![first],
-                ready,
-                last_rx_ns: shared[port].last_rx.clone(),
-            });
-        }
-        for (port, tp) in ports.iter_mut().enumerate() {
+        let mut others: Vec<Vec<LaneThread>> = Vec::new();
+        for (port, first) in firsts.iter().enumerate() {
             let mut plan = plans[port].clone();
-            plan.io = if tp.ready.kind == "af_xdp" {
+            plan.io = if first.opened()? == "af_xdp" {
                 IoPref::AfXdp
             } else {
                 IoPref::AfPacket
             };
+            let mut lanes = Vec::new();
             for index in 1..per_port {
-                let t = LaneThread::spawn(
+                lanes.push(LaneThread::spawn(
                     plan.clone(),
                     lane(port, index),
                     epoch,
                     resolve_for,
                     &shared[port],
-                )?;
-                t.ready()?;
-                tp.lanes.push(t);
+                )?);
             }
+            others.push(lanes);
+        }
+        let mut ports = Vec::new();
+        for ((port, first), rest) in firsts.into_iter().enumerate().zip(others) {
+            let ready = first.ready()?;
+            let mut lanes = vec![first];
+            for t in rest {
+                t.ready()?;
+                lanes.push(t);
+            }
+            ports.push(TesterPort {
+                lanes,
+                ready,
+                last_rx_ns: shared[port].last_rx.clone(),
+            });
         }
         let b = ports.pop().ok_or("no port")?;
         let a = ports.pop().ok_or("no port")?;
@@ -697,6 +717,9 @@ fn lane_thread(
         .and_then(|()| PortIo::open(&plan, &lane, epoch, shared))
         .and_then(|mut tp| {
             let ready = if lane.index == 0 {
+                // The other lanes open on this I/O now and read their queues while
+                // this one resolves.
+                let _ = replies.send(Reply::Opened(tp.port.kind()));
                 tp.resolve(&plan, resolve_for)?
             } else {
                 tp.ready(&plan)

@@ -133,8 +133,9 @@ impl AfPacketPort {
     /// the CPU the sender runs on: a thread that migrates between CPUs spreads one flow
     /// over several queues, and a receiver that reads those queues concurrently sees
     /// that flow reordered. Through the qdisc the queue comes from the flow's hash, so
-    /// a flow keeps one queue whichever CPU sends it. Pinned senders (the gateway's
-    /// workers) keep the bypass; an unpinned relay (the RFC 2544 stand-in) needs this.
+    /// a flow keeps one queue whichever CPU sends it. The RFC 2544 stand-in, an
+    /// unpinned relay, uses this; the gateway's AF_PACKET workers still keep the
+    /// bypass, which holds a flow to one queue only where they are pinned (`--pin`).
     pub fn transmit_through_qdisc(&mut self) -> io::Result<()> {
         let zero: libc::c_int = 0;
         if setsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &zero) != 0 {

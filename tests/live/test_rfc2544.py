@@ -15,7 +15,7 @@ import time
 import jsonschema
 import pytest
 
-from conftest import LAB, ROOT, sh
+from conftest import LAB, ROOT, sh, show
 
 SCHEMA = json.loads((ROOT / "docs" / "rfc2544.schema.json").read_text())
 
@@ -191,17 +191,22 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
 
 
 def move_between_cpus(pattern, stop, period=0.003):
-    """Moves every process whose command line matches `pattern` to one of our first two
-    CPUs, then the other, every `period` seconds until `stop` is set (a relay that
-    migrates, on demand)."""
+    """Moves every thread of every process whose command line matches `pattern` to one
+    of our first two CPUs, then the other, every `period` seconds until `stop` is set (a
+    relay or gateway that migrates, on demand)."""
     cpus = sorted(os.sched_getaffinity(0))[:2]
     turn = 0
     while not stop.wait(period):
         for pid in sh("pgrep", "-f", pattern, check=False).stdout.split():
             try:
-                os.sched_setaffinity(int(pid), {cpus[turn % 2]})
+                threads = os.listdir(f"/proc/{pid}/task")
             except OSError:
-                pass  # it ended meanwhile
+                continue  # it ended meanwhile
+            for tid in threads:
+                try:
+                    os.sched_setaffinity(int(tid), {cpus[turn % 2]})
+                except OSError:
+                    pass  # it ended meanwhile
         turn += 1
 
 
@@ -232,6 +237,41 @@ def test_a_relay_moving_between_cpus_reorders_no_flow(tmp_path):
         assert t["reordered"] == 0, t
         assert t["lost"] >= lost and t["duplicates"] <= dups, t
     assert sum(t["sent"] for t in trials) > 100_000, trials
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+@pytest.mark.parametrize("gateway_io,tester_io", [("af-packet", "af-xdp"), ("af-xdp", "af-packet")])
+def test_senders_moving_between_cpus_reorder_no_flow(tmp_path, gateway_io, tester_io):
+    """The test bed's two gateways (one unpinned worker each, interfaces of two queues)
+    moved between the two CPUs every 3 ms while two tester threads send and read two
+    flows: with AF_PACKET, the gateways' sockets and the tester's unpinned threads send
+    through the qdisc, so a flow's transmit queue comes from its hash, not from the CPU
+    the sender happens to be on, and no flow arrives out of order: 0 reordered in every
+    trial. (With the qdisc bypassed, 27-169 frames per run were reordered with AF_PACKET
+    gateways and 176-324 with an AF_PACKET tester.)"""
+    sh(LAB, "testbed", "up", "--io", gateway_io, "--queues", "2", timeout=120)
+    stop = threading.Event()
+    mover = threading.Thread(target=move_between_cpus, args=("espgw run --config", stop))
+    mover.start()
+    try:
+        doc, _ = bench(tmp_path / "moving", "--dut", "external", "--port-a", "eth0",
+                       "--port-b", "eth0", "--netns-a", "espgw-h1", "--netns-b", "espgw-h2",
+                       "--addr-a", "198.51.100.20/24", "--addr-b", "203.0.113.20/24",
+                       "--gateway-a", "198.51.100.1", "--gateway-b", "203.0.113.1",
+                       "--io", tester_io, "--no-ceiling", "--quick", "--sizes", "128",
+                       "--tests", "loss", "--max-rate", "20000", "--trial-seconds", "2",
+                       "--flows", "2", "--threads", "2", timeout=300)
+    finally:
+        stop.set()
+        mover.join()
+    trials = doc["trials"]
+    assert {s["io"] for s in doc["summaries"]} == {tester_io.replace("-", "_")}
+    for gw in ("gw1", "gw2"):
+        assert {p["io"] for p in show(gw, "ports")} == {gateway_io.replace("-", "_")}
+    assert len(trials) >= 2, trials
+    for t in trials:
+        assert t["reordered"] == 0 and t["duplicates"] == 0, t
+    assert sum(t["received"] for t in trials) > 60_000, trials
 
 
 def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):

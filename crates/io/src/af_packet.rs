@@ -133,9 +133,11 @@ impl AfPacketPort {
     /// the CPU the sender runs on: a thread that migrates between CPUs spreads one flow
     /// over several queues, and a receiver that reads those queues concurrently sees
     /// that flow reordered. Through the qdisc the queue comes from the flow's hash, so
-    /// a flow keeps one queue whichever CPU sends it. The RFC 2544 stand-in, an
-    /// unpinned relay, uses this; the gateway's AF_PACKET workers still keep the
-    /// bypass, which holds a flow to one queue only where they are pinned (`--pin`).
+    /// a flow keeps one queue whichever CPU sends it (on a device without transmit
+    /// packet steering by CPU, XPS; veth has none). The RFC 2544 stand-in, an unpinned
+    /// relay, uses this, and so do the gateway's AF_PACKET sockets unless each is sent
+    /// on by one pinned worker (`--pin`, not the ordered spread), and the RFC 2544
+    /// tester's unless its threads are pinned (`--tester-cpus`).
     pub fn transmit_through_qdisc(&mut self) -> io::Result<()> {
         let zero: libc::c_int = 0;
         if setsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &zero) != 0 {
@@ -167,7 +169,8 @@ impl AfPacketPort {
         if setsockopt(f, SOL_PACKET, PACKET_VERSION, &TPACKET_V2) != 0 {
             return Err(last_error("PACKET_VERSION", ifname));
         }
-        // Our own transmissions are not received back; the qdisc is not needed.
+        // Our own transmissions are not received back. The qdisc is bypassed (the
+        // fastest way out) until `transmit_through_qdisc` says the sender moves.
         let one: libc::c_int = 1;
         let _ = setsockopt(f, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one);
         let _ = setsockopt(f, SOL_PACKET, PACKET_QDISC_BYPASS, &one);

@@ -413,7 +413,13 @@ fn spawn_threads(
         Box::new(move || housekeeping(&s)),
     )?);
     let cores = if opts.pin {
-        core_affinity::get_core_ids().unwrap_or_default()
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        if cores.is_empty() {
+            // Workers run unpinned; their AF_PACKET sockets, opened for pinned workers,
+            // may then spread a flow over transmit queues.
+            crate::warn!("pin_unavailable", "reason" => "no CPU list from the kernel");
+        }
+        cores
     } else {
         Vec::new()
     };

@@ -111,11 +111,19 @@ pub(super) fn open_xdp(
     Ok(set)
 }
 
+/// Opens each worker's AF_PACKET socket of every port. `cpu_per_socket` says whether
+/// each socket is sent on from one CPU only (its worker pinned, the socket its own):
+/// only then may it bypass the qdisc, where the kernel picks the transmit queue from
+/// the sending CPU. Otherwise (workers the scheduler moves, or the ordered spread's one
+/// socket sent on by every worker in turn) it sends through the qdisc, so a flow's
+/// queue comes from its hash and the flow is not spread over queues that a receiver
+/// may read in parallel.
 pub(super) fn open_packet(
     facts: &[PortFacts],
     workers: usize,
     fanout: FanoutArg,
     frames: usize,
+    cpu_per_socket: bool,
 ) -> Result<PortSet, String> {
     let mode = match fanout {
         FanoutArg::Hash => Fanout::Hash,
@@ -136,6 +144,9 @@ pub(super) fn open_packet(
             let fan = (workers > 1).then_some((base.wrapping_add(i as u16), mode));
             let mut p = AfPacketPort::open(&f.interface, frames, fan).map_err(|e| e.to_string())?;
             p.drop_other_hosts();
+            if !cpu_per_socket {
+                p.transmit_through_qdisc().map_err(|e| e.to_string())?;
+            }
             ports.push(Some(Box::new(p)));
         }
         set.push(ports);
@@ -174,7 +185,14 @@ pub(super) fn open_ports(
     };
     let packet = |facts: &[PortFacts]| {
         let workers = if ordered { 1 } else { workers };
-        open_packet(facts, workers, opts.fanout, opts.ring_frames)
+        let cpu_per_socket = opts.pin && !ordered;
+        open_packet(
+            facts,
+            workers,
+            opts.fanout,
+            opts.ring_frames,
+            cpu_per_socket,
+        )
     };
     let mut set = match opts.io {
         IoChoice::AfXdp => xdp(facts)?,

@@ -446,8 +446,14 @@ fn open_port(plan: &PortPlan, lane: &Lane) -> Result<(Box<dyn Port>, Vec<RawFd>)
     let packet = || -> Result<(Box<dyn Port>, Vec<RawFd>), String> {
         // Several lanes: a fanout group by flow hash, each frame to one of them.
         let fanout = (lane.count > 1).then_some((lane.group, Fanout::Hash));
-        let p = AfPacketPort::open(&plan.ifname, plan.ring_frames as usize, fanout)
+        let mut p = AfPacketPort::open(&plan.ifname, plan.ring_frames as usize, fanout)
             .map_err(|e| e.to_string())?;
+        // An unpinned lane that the scheduler moves would, with the qdisc bypassed,
+        // spread its flows over the DUT's receive queues (the queue follows the CPU),
+        // and the DUT would be charged with the reordering.
+        if lane.cpu.is_none() {
+            p.transmit_through_qdisc().map_err(|e| e.to_string())?;
+        }
         let fds = p.poll_fds();
         Ok((Box::new(p), fds))
     };

@@ -242,14 +242,17 @@ def test_a_relay_moving_between_cpus_reorders_no_flow(tmp_path):
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
 @pytest.mark.parametrize("gateway_io,tester_io", [("af-packet", "af-xdp"), ("af-xdp", "af-packet")])
 def test_senders_moving_between_cpus_reorder_no_flow(tmp_path, gateway_io, tester_io):
-    """The test bed's two gateways (one unpinned worker each, interfaces of two queues)
-    moved between the two CPUs every 3 ms while two tester threads send and read two
-    flows: with AF_PACKET, the gateways' sockets and the tester's unpinned threads send
-    through the qdisc, so a flow's transmit queue comes from its hash, not from the CPU
-    the sender happens to be on, and no flow arrives out of order: 0 reordered in every
-    trial. (With the qdisc bypassed, 27-169 frames per run were reordered with AF_PACKET
-    gateways and 176-324 with an AF_PACKET tester.)"""
-    sh(LAB, "testbed", "up", "--io", gateway_io, "--queues", "2", timeout=120)
+    """The test bed's two gateways (one unpinned worker each, interfaces of two queues,
+    their I/O chosen through --run-args, which overrides the test bed's own) moved between
+    the two CPUs every 3 ms while two tester threads send and read two flows: with
+    AF_PACKET, the gateways' sockets and the tester's unpinned threads send through the
+    qdisc, so a flow's transmit queue comes from its hash, not from the CPU the sender
+    happens to be on, and no flow arrives out of order: 0 reordered in every trial. (With
+    the qdisc bypassed, 27-169 frames per run were reordered with AF_PACKET gateways and
+    176-324 with an AF_PACKET tester.)"""
+    # The gateways' I/O through --run-args, which overrides the test bed's own --io.
+    sh(LAB, "testbed", "up", "--io", "auto", "--queues", "2", "--run-args", f"--io {gateway_io}",
+       timeout=120)
     stop = threading.Event()
     mover = threading.Thread(target=move_between_cpus, args=("espgw run --config", stop))
     mover.start()

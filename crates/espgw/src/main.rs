@@ -77,6 +77,9 @@ enum Cmd {
         peer: bool,
     },
     /// Run the gateway on Linux interfaces (as root).
+    // A later option overrides an earlier one, so that a wrapper's own options (the test
+    // bed's `--io`, `--workers`, ...) can be changed by the arguments it passes through.
+    #[command(args_override_self = true)]
     Run(RunArgs),
     /// Show the running gateway's SAs, policies, routes, neighbours, ports or counters.
     Show {
@@ -431,6 +434,36 @@ mod tests {
         assert!(
             packaged.as_bytes() == generated.as_slice(),
             "packaging/espgw.8 is stale: regenerate it with `espgw manpage > packaging/espgw.8`"
+        );
+    }
+
+    #[test]
+    fn a_later_run_option_overrides_an_earlier_one() {
+        use clap::Parser;
+        let cli = super::Cli::try_parse_from([
+            "espgw",
+            "run",
+            "--demo",
+            "--io",
+            "af-xdp",
+            "--workers",
+            "1",
+            "--io",
+            "af-packet",
+            "--workers",
+            "2",
+            "--pin",
+        ])
+        .unwrap();
+        let super::Cmd::Run(a) = cli.cmd else {
+            panic!("not run")
+        };
+        assert!(matches!(a.io, super::live::IoChoice::AfPacket));
+        assert_eq!((a.workers, a.pin), (Some(2), true));
+        // Other subcommands still refuse a repeated option.
+        assert!(
+            super::Cli::try_parse_from(["espgw", "check", "--config", "a", "--config", "b"])
+                .is_err()
         );
     }
 }

@@ -115,7 +115,8 @@ pub struct Rfc2544Args {
     /// IPsec does.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(1280..=3000))]
     pub wan_mtu: u16,
-    /// Extra arguments for the espgw DUT's two `espgw run` (e.g. "--busy-poll 50").
+    /// Extra arguments for the espgw DUT's two `espgw run` (e.g. "--busy-poll 50"); they
+    /// come last, so they override the test bed's own (e.g. "--io af-packet").
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub espgw_args: String,
     /// Distinct flows per stream (1-64): UDP/TCP source ports 49152 + 256 x stream + flow,

@@ -68,8 +68,9 @@ pub struct UpArgs {
     /// Gateway 2's configuration (default: the built-in peer configuration).
     #[arg(long)]
     pub gw2_config: Option<PathBuf>,
-    /// Extra arguments for both `espgw run` (e.g. "--crypto aws-lc").
-    #[arg(long, default_value = "")]
+    /// Extra arguments for both `espgw run` (e.g. "--crypto aws-lc"); they come last, so
+    /// they override the test bed's own (e.g. "--io af-packet").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub run_args: String,
     /// The command that starts a gateway, in place of the `espgw` beside this binary (see
     /// `gateway_binary`): words split at spaces,

@@ -21,6 +21,12 @@ def io_bed(request):
     bed_up("--io", request.param)
     kinds = {p["io"] for p in show("gw1", "ports")} | {p["io"] for p in show("gw2", "ports")}
     assert kinds == {request.param.replace("-", "_")}, kinds
+    if request.param == "af-xdp":
+        # One worker on a veth: `--xdp-mode auto` takes generic XDP (faster there).
+        for g in ("gw1", "gw2"):
+            log = (STATE / f"{g}.log").read_text()
+            for dev in ("south", "north"):
+                assert f"event=af_xdp_mode interface={dev} mode=generic" in log, log
     yield request.param
     bed_down()
 

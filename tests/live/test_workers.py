@@ -24,6 +24,8 @@ def two_workers(request):
         # AF_XDP: worker N owns queue N of each interface (the veths have two); the
         # sender's transmit queue decides which.
         bed_up("--io", "af-xdp", "--workers", "2", "--run-args=--pin")
+        # Two workers keep native XDP: generic XDP on veth puts every frame on queue 0.
+        assert "event=af_xdp_mode" not in (STATE / "gw1.log").read_text()
     elif request.param == "ordered-af-xdp":
         # One AF_XDP socket (queue 0) per port, shared by both workers.
         bed_up("--io", "af-xdp", "--workers", "2", "--fanout", "ordered", "--run-args=--pin")

@@ -95,6 +95,51 @@ pub fn mac_address(ifname: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
+/// `struct ethtool_drvinfo` of <linux/ethtool.h>, as far as the driver's name needs.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// The name of the interface's driver ("veth", "ice", "mlx5_core"), as `ethtool -i`
+/// prints it.
+pub fn driver(ifname: &str) -> io::Result<String> {
+    // SAFETY: the struct is plain integers and byte arrays; all zeroes is a valid value.
+    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    let mut req = ifreq_for(ifname)?;
+    req.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast();
+    let s = ioctl_socket()?;
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO reads the name in `req` and writes at
+    // most one `struct ethtool_drvinfo` through `ifru_data`, which points to `info`; both
+    // live across the call.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), SIOCETHTOOL, &mut req) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("interface {ifname}: {e}")));
+    }
+    let len = info
+        .driver
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(info.driver.len());
+    Ok(String::from_utf8_lossy(&info.driver[..len]).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +152,6 @@ mod tests {
         assert!(if_index("").is_err());
         assert!(if_index("a-name-much-too-long-for-linux").is_err());
         assert!(enter("../etc").is_err());
+        assert!(driver("no-such-if0").is_err());
     }
 }

@@ -48,7 +48,8 @@ pub enum IoChoice {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum XdpModeArg {
-    /// Zero-copy where the driver offers it, else copy.
+    /// Zero-copy where the driver offers it, else copy; on a veth with one worker (and no
+    /// busy polling), generic.
     Auto,
     Copy,
     /// Generic (skb-mode) XDP.

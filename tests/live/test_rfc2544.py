@@ -3,6 +3,7 @@ own ceiling, the espgw pair, plain forwarding and strongSwan; against a stand-in
 whose drops, reorderings and duplicates are known exactly; its JSON checked against
 the schema with jsonschema, its plots and HTML page rendered in headless Chromium;
 Ctrl-C writes the partial results."""
+import contextlib
 import json
 import os
 import pathlib
@@ -98,9 +99,13 @@ def test_espgw_and_kernel_quick_profile(tmp_path):
             if dut != "ceiling":
                 ceiling = summary(doc, "ceiling", size)["throughput_pps"]
                 assert s["tester_bound"] == (s["throughput_pps"] >= 0.9 * ceiling)
-    # Encrypting gateways are not faster than no gateway at all.
-    assert summary(doc, "espgw", "64")["throughput_pps"] <= \
-        summary(doc, "ceiling", "64")["throughput_pps"] * 1.1
+    # No DUT's figure is inflated by its counting: in every trial, of every test, nothing
+    # arrived that was not sent, and nothing twice. (This used to compare espgw's 64-byte
+    # rate with the ceiling's, but the ceiling is one quick search at another moment, as
+    # noisy as any DUT's on two shared cores: in a CI run the ceiling found 348,229
+    # frames/s, espgw 383,112 and kernel forwarding 539,127.)
+    for t in doc["trials"]:
+        assert t["received"] <= t["sent"] and t["duplicates"] == 0, t
     assert "espgw / kernel" in stdout
     # Reports: Markdown, plots as SVG and PNG, and the HTML page renders them all.
     md = (out / "results.md").read_text()
@@ -190,6 +195,21 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         assert 0.9 < l < 1.2, s["loss_curve"]
 
 
+@contextlib.contextmanager
+def moving_between_cpus(pattern):
+    """While the block runs, a thread moves the processes whose command line matches
+    `pattern` between our first two CPUs (move_between_cpus); stopped and joined however
+    the block ends."""
+    stop = threading.Event()
+    mover = threading.Thread(target=move_between_cpus, args=(pattern, stop))
+    mover.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        mover.join()
+
+
 def move_between_cpus(pattern, stop, period=0.003):
     """Moves every thread of every process whose command line matches `pattern` to one
     of our first two CPUs, then the other, every `period` seconds until `stop` is set (a
@@ -219,17 +239,11 @@ def test_a_relay_moving_between_cpus_reorders_no_flow(tmp_path):
     reordered in every trial. (With the qdisc bypassed, the kernel picked the queue by
     CPU: this run counted 38 reordered frames, 304 with both CPUs busy, and CI once saw
     219 reordered where the relay held back 199.)"""
-    stop = threading.Event()
-    mover = threading.Thread(target=move_between_cpus, args=("bench standin --a", stop))
-    mover.start()
-    try:
+    with moving_between_cpus("bench standin --a"):
         doc, _ = bench(tmp_path / "moving", "--dut", "standin", "--no-ceiling", "--quick",
                        "--sizes", "128", "--tests", "loss", "--max-rate", "20000",
                        "--drop-every", "100", "--reorder-every", "0", "--duplicate-every",
                        "70", "--flows", "2", "--threads", "2", timeout=300)
-    finally:
-        stop.set()
-        mover.join()
     trials = doc["trials"]
     assert len(trials) >= 10, len(trials)
     for t in trials:
@@ -253,10 +267,7 @@ def test_senders_moving_between_cpus_reorder_no_flow(tmp_path, gateway_io, teste
     # The gateways' I/O through --run-args, which overrides the test bed's own --io.
     sh(LAB, "testbed", "up", "--io", "auto", "--queues", "2", "--run-args", f"--io {gateway_io}",
        timeout=120)
-    stop = threading.Event()
-    mover = threading.Thread(target=move_between_cpus, args=("espgw run --config", stop))
-    mover.start()
-    try:
+    with moving_between_cpus("espgw run --config"):
         doc, _ = bench(tmp_path / "moving", "--dut", "external", "--port-a", "eth0",
                        "--port-b", "eth0", "--netns-a", "espgw-h1", "--netns-b", "espgw-h2",
                        "--addr-a", "198.51.100.20/24", "--addr-b", "203.0.113.20/24",
@@ -264,9 +275,6 @@ def test_senders_moving_between_cpus_reorder_no_flow(tmp_path, gateway_io, teste
                        "--io", tester_io, "--no-ceiling", "--quick", "--sizes", "128",
                        "--tests", "loss", "--max-rate", "20000", "--trial-seconds", "2",
                        "--flows", "2", "--threads", "2", timeout=300)
-    finally:
-        stop.set()
-        mover.join()
     trials = doc["trials"]
     assert {s["io"] for s in doc["summaries"]} == {tester_io.replace("-", "_")}
     for gw in ("gw1", "gw2"):

@@ -23,12 +23,18 @@ def two_workers(request):
     if request.param == "af-xdp":
         # AF_XDP: worker N owns queue N of each interface (the veths have two); the
         # sender's transmit queue decides which.
-        bed_up("--io", "af-xdp", "--workers", "2", "--run-args=--pin")
+        bed_up("--io", "af-xdp", "--workers", "2", "--fanout", "hash", "--run-args=--pin")
         # Two workers keep native XDP: generic XDP on veth puts every frame on queue 0.
         assert "event=af_xdp_mode" not in (STATE / "gw1.log").read_text()
     elif request.param == "ordered-af-xdp":
-        # One AF_XDP socket (queue 0) per port, shared by both workers.
-        bed_up("--io", "af-xdp", "--workers", "2", "--fanout", "ordered", "--run-args=--pin")
+        # One AF_XDP socket (queue 0) per port, shared by both workers, both reading from
+        # the start (by default the second joins only when one cannot keep up:
+        # test_spread.py).
+        bed_up("--io", "af-xdp", "--workers", "2", "--fanout", "ordered",
+               "--run-args=--pin --ordered-join always")
+    elif request.param == "ordered":
+        bed_up("--io", "af-packet", "--workers", "2", "--fanout", "ordered",
+               "--run-args=--pin --ordered-join always")
     else:
         bed_up("--io", "af-packet", "--workers", "2", "--fanout", request.param,
                "--run-args=--pin")

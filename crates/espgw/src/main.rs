@@ -169,12 +169,18 @@ struct RunArgs {
     /// Pin worker N to core N.
     #[arg(long)]
     pin: bool,
-    /// How a port's traffic is spread over workers: hash (a flow stays on one worker;
-    /// AF_PACKET fanout or AF_XDP queues), round-robin (AF_PACKET: one flow over every
-    /// worker, interleaved), ordered (one socket per port read by the workers in turn:
-    /// one SA over every worker, in arrival order).
-    #[arg(long, value_enum, default_value = "hash")]
+    /// How a port's traffic is spread over workers: auto (ordered with several workers,
+    /// hash with one), hash (a flow stays on one worker; AF_PACKET fanout or AF_XDP
+    /// queues), round-robin (AF_PACKET: one flow over every worker, interleaved), ordered
+    /// (one socket per port read by the workers in turn: one SA over every worker, in
+    /// arrival order).
+    #[arg(long, value_enum, default_value = "auto")]
     fanout: live::FanoutArg,
+    /// With --fanout ordered, when workers join the spread: busy (worker 0 reads alone;
+    /// one more joins each time the sockets back up, and steps back when they no longer
+    /// do) or always (every worker from the start).
+    #[arg(long, value_enum, default_value = "busy")]
+    ordered_join: live::JoinPolicy,
     /// Frames per ring (AF_PACKET receive and transmit rings; AF_XDP UMEM).
     #[arg(long, default_value_t = 4096)]
     ring_frames: usize,
@@ -266,6 +272,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                     control: a.control,
                     metrics: a.metrics,
                     fanout: a.fanout,
+                    ordered_join: a.ordered_join,
                     ring_frames: a.ring_frames,
                     state: a.state,
                     user: a.user,
@@ -465,5 +472,25 @@ mod tests {
             super::Cli::try_parse_from(["espgw", "check", "--config", "a", "--config", "b"])
                 .is_err()
         );
+    }
+
+    /// With several workers the default spread is the ordered one, joining when busy; with
+    /// one it is hash (one worker's own sockets); an explicit choice stays.
+    #[test]
+    fn the_default_spread_is_ordered_with_several_workers() {
+        use super::live::{FanoutArg, JoinPolicy};
+        use clap::Parser;
+        let cli = super::Cli::try_parse_from(["espgw", "run", "--demo"]).unwrap();
+        let super::Cmd::Run(a) = cli.cmd else {
+            panic!("not run")
+        };
+        assert_eq!(
+            (a.fanout, a.ordered_join),
+            (FanoutArg::Auto, JoinPolicy::Busy)
+        );
+        assert_eq!(a.fanout.resolve(2), FanoutArg::Ordered);
+        assert_eq!(a.fanout.resolve(1), FanoutArg::Hash);
+        assert_eq!(FanoutArg::Hash.resolve(4), FanoutArg::Hash);
+        assert_eq!(FanoutArg::Ordered.resolve(1), FanoutArg::Ordered);
     }
 }

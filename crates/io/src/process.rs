@@ -133,6 +133,25 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// CPU time the calling thread has used (user and system), or zero where the clock is
+/// not there.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call; the kernel writes nothing
+    // else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 #[repr(C)]
 struct CapHeader {
     version: u32,
@@ -262,6 +281,22 @@ pub fn give_to(path: &std::path::Path, account: &Account) -> io::Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A thread's CPU clock moves while it computes and not while it sleeps.
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let t0 = thread_cpu_time();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let slept = thread_cpu_time() - t0;
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < std::time::Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let worked = thread_cpu_time() - t0 - slept;
+        assert!(slept < std::time::Duration::from_millis(30), "{slept:?}");
+        assert!(worked > std::time::Duration::from_millis(20), "{worked:?}");
+    }
 
     /// Runs the named test again in a child process with `ESPGW_PROCESS_CHILD` set, so that
     /// process-wide changes leave the test runner as it was.

@@ -84,7 +84,42 @@ pub fn render(shared: &Shared) -> String {
     render_host(&mut o, &tot);
     render_lifecycle(&mut o, shared);
     render_keying(&mut o, shared);
+    render_spread(&mut o, shared);
     o
+}
+
+/// The ordered spread (`--fanout ordered`): workers reading the shared sockets now, and
+/// how often one joined or stepped back.
+fn render_spread(o: &mut String, shared: &Shared) {
+    let Some(c) = &shared.crew else { return };
+    family(
+        o,
+        "espgw_ordered_spread_workers",
+        "gauge",
+        "Workers reading the ordered spread's shared sockets now.",
+    );
+    let _ = writeln!(o, "espgw_ordered_spread_workers {}", c.active());
+    family(
+        o,
+        "espgw_ordered_spread_changes_total",
+        "counter",
+        "Workers that joined the ordered spread under load, that stepped back, and backlogs that called none in (the worker that saw it was short of CPU).",
+    );
+    let _ = writeln!(
+        o,
+        "espgw_ordered_spread_changes_total{{change=\"joined\"}} {}",
+        c.joins()
+    );
+    let _ = writeln!(
+        o,
+        "espgw_ordered_spread_changes_total{{change=\"stepped_back\"}} {}",
+        c.leaves()
+    );
+    let _ = writeln!(
+        o,
+        "espgw_ordered_spread_changes_total{{change=\"not_joined_short_of_cpu\"}} {}",
+        c.contended()
+    );
 }
 
 /// The SA contract (with `--keying-socket`): negotiated SAs installed, deleted and

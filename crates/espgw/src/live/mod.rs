@@ -12,6 +12,7 @@ pub mod log;
 pub mod metrics;
 mod ports;
 pub mod shared;
+pub mod spread;
 pub mod worker;
 
 use crate::seq_store::SeqStore;
@@ -33,6 +34,7 @@ use shared::{PortFacts, Shared};
 use worker::Worker;
 
 pub use error::GatewayError;
+pub use spread::JoinPolicy;
 
 pub use ports::ensure_bpffs;
 use ports::open_ports;
@@ -48,8 +50,8 @@ pub enum IoChoice {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum XdpModeArg {
-    /// Zero-copy where the driver offers it, else copy; on a veth with one worker (and no
-    /// busy polling), generic.
+    /// Zero-copy where the driver offers it, else copy; on a veth read by one worker or the
+    /// ordered spread (and no busy polling), generic.
     Auto,
     Copy,
     /// Generic (skb-mode) XDP.
@@ -58,6 +60,9 @@ pub enum XdpModeArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FanoutArg {
+    /// Ordered with more than one worker (its workers join as the load needs them), hash
+    /// with one.
+    Auto,
     /// By flow hash: a flow stays on one worker.
     Hash,
     /// Round robin: one flow (and one SA) spread over every worker, interleaved on the
@@ -66,6 +71,26 @@ pub enum FanoutArg {
     /// One socket per port that the workers read in turn: one SA spread over every
     /// worker, sequence numbers, replay windows and transmit in arrival order.
     Ordered,
+}
+
+impl FanoutArg {
+    /// What `auto` means for `workers` workers; the others mean themselves.
+    pub fn resolve(self, workers: usize) -> FanoutArg {
+        match self {
+            FanoutArg::Auto if workers > 1 => FanoutArg::Ordered,
+            FanoutArg::Auto => FanoutArg::Hash,
+            other => other,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FanoutArg::Auto => "auto",
+            FanoutArg::Hash => "hash",
+            FanoutArg::RoundRobin => "round-robin",
+            FanoutArg::Ordered => "ordered",
+        }
+    }
 }
 
 pub struct RunOptions {
@@ -80,6 +105,8 @@ pub struct RunOptions {
     pub control: PathBuf,
     pub metrics: Option<std::net::SocketAddr>,
     pub fanout: FanoutArg,
+    /// With the ordered spread: when workers join it.
+    pub ordered_join: JoinPolicy,
     pub ring_frames: usize,
     pub state: crate::seq_store::StateArgs,
     pub user: Option<String>,
@@ -424,11 +451,11 @@ fn spawn_threads(
     } else {
         Vec::new()
     };
-    for (id, (ports, order)) in ports::per_worker(set, shared.workers())
+    for (id, (ports, spread)) in ports::per_worker(set, shared.workers(), shared.crew.clone())
         .into_iter()
         .enumerate()
     {
-        let w = Worker::new(id, shared.clone(), ports, order);
+        let w = Worker::new(id, shared.clone(), ports, spread);
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
         handles.push(spawn(
             format!("espgw-worker-{id}"),
@@ -467,7 +494,7 @@ fn spawn_threads(
 }
 
 /// Runs the gateway until SIGINT, SIGTERM or `espgw stop`.
-pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), GatewayError> {
+pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), GatewayError> {
     // Before any key is read: no core dump of this process will ever hold one.
     espgw_io::process::forbid_core_dumps()
         .map_err(|e| GatewayError::Confine(confine::ConfineError::CoreDumps(e)))?;
@@ -481,6 +508,15 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
             "workers: must be 1..={}",
             espgw_config::MAX_WORKERS
         )));
+    }
+    opts.fanout = opts.fanout.resolve(workers);
+    if workers > 1 {
+        crate::info!("spread", "workers" => workers, "fanout" => opts.fanout.name(),
+        "ordered_join" => match (opts.fanout, opts.ordered_join) {
+            (FanoutArg::Ordered, JoinPolicy::Busy) => "busy",
+            (FanoutArg::Ordered, JoinPolicy::Always) => "always",
+            _ => "-",
+        });
     }
     let store = crate::seq_store::open_for(&cfg, &opts.state)?;
     let cache = Arc::new(NeighbourCache::default());
@@ -510,6 +546,9 @@ pub fn run(opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<(), Ga
         provider.clone(),
         store,
     );
+    if opts.fanout == FanoutArg::Ordered {
+        shared.crew = Some(Arc::new(spread::Crew::new(workers, opts.ordered_join)));
+    }
     let keying_server = open_keying(&opts, &mut shared)?;
     let shared = Arc::new(shared);
     // Everything that needs privileges is opened here, before the switch.

@@ -3,6 +3,7 @@
 //! AF_XDP's pinned objects. With `--fanout ordered`, one socket per port that every worker
 //! shares.
 
+use super::spread::{Crew, JoinPolicy};
 use super::worker::{SharedSocket, WorkerPort};
 use super::*;
 use espgw_core::order::BurstOrder;
@@ -60,14 +61,15 @@ pub(super) struct XdpSettings {
 /// copies it again; generic XDP runs on the frame as it came. Side by side on the test bed
 /// (zero-loss 64-byte frames/s, one worker per gateway) generic forwarded 1.4-1.7x what
 /// native copy mode did, and the same at 512 and 1518 bytes. It is not for several
-/// workers: without native XDP veth does not record a frame's queue, so every frame
-/// reaches queue 0's socket and the other workers would idle; nor for busy polling, which
-/// polls the native mode's NAPI.
+/// workers with sockets of their own: without native XDP veth does not record a frame's
+/// queue, so every frame reaches queue 0's socket and the other workers would idle (the
+/// ordered spread's workers all read queue 0's socket, and count as one here); nor for
+/// busy polling, which polls the native mode's NAPI.
 fn settings_for(ifname: &str, x: XdpSettings, workers: usize) -> XdpSettings {
     let veth = || espgw_io::netns::driver(ifname).is_ok_and(|d| d == "veth");
     if x.mode == XdpModeArg::Auto && workers == 1 && x.busy_poll.is_none() && veth() {
         crate::info!("af_xdp_mode", "interface" => ifname, "mode" => "generic",
-            "reason" => "veth with one worker");
+            "reason" => "veth read by one worker or the ordered spread");
         return XdpSettings {
             mode: XdpModeArg::Generic,
             ..x
@@ -151,8 +153,9 @@ pub(super) fn open_packet(
     let mode = match fanout {
         FanoutArg::Hash => Fanout::Hash,
         FanoutArg::RoundRobin => Fanout::RoundRobin,
-        // One socket per port (opened for one worker): no fanout group.
-        FanoutArg::Ordered => Fanout::Hash,
+        // One socket per port (opened for one worker): no fanout group. (`auto` is
+        // resolved before the ports are opened.)
+        FanoutArg::Ordered | FanoutArg::Auto => Fanout::Hash,
     };
     // Fanout group ids are per network namespace; make them unique per process.
     let base = (std::process::id() as u16).wrapping_mul(16);
@@ -267,28 +270,47 @@ fn open_xdp_every_queue(facts: &[PortFacts], x: XdpSettings) -> Result<PortSet, 
         .max()
         .unwrap_or(1)
         .max(1);
+    // Sockets every worker reads in turn: a frame on queue 0 reaches them all, so generic
+    // XDP on a veth (every frame on queue 0) serves them as it serves one worker.
+    let x_of: Vec<XdpSettings> = facts
+        .iter()
+        .map(|f| {
+            if f.tun {
+                x
+            } else {
+                settings_for(&f.interface, x, 1)
+            }
+        })
+        .collect();
     let mut set: PortSet = Vec::new();
     for q in 0..queues {
         let mut row: Vec<Option<Box<dyn Port + Send>>> = Vec::new();
-        for f in facts {
+        for (i, f) in facts.iter().enumerate() {
             if f.tun || (q > 0 && rx_queues(&f.interface) <= q) {
                 row.push(None);
                 continue;
             }
-            row.push(Some(Box::new(open_xdp_queue(&f.interface, q, x)?)));
+            row.push(Some(Box::new(open_xdp_queue(&f.interface, q, x_of[i])?)));
         }
         set.push(row);
     }
     Ok(set)
 }
 
-/// One worker's share: its access to each port, and the order of its bursts (ordered
-/// spread only).
-pub(super) type WorkerShare = (Vec<Option<WorkerPort>>, Option<Arc<BurstOrder>>);
+/// One worker's share: its access to each port, and the order of its bursts and the crew
+/// that reads them (ordered spread only).
+pub(super) type WorkerShare = (
+    Vec<Option<WorkerPort>>,
+    Option<(Arc<BurstOrder>, Arc<Crew>)>,
+);
 
 /// Hands the sockets to `workers` workers: each its own set, or with the ordered spread
 /// every worker the same shared sockets, with the order of their bursts.
-pub(super) fn per_worker(sockets: Sockets, workers: usize) -> Vec<WorkerShare> {
+pub(super) fn per_worker(
+    sockets: Sockets,
+    workers: usize,
+    crew: Option<Arc<Crew>>,
+) -> Vec<WorkerShare> {
     let per_port = match sockets {
         Sockets::PerWorker(set) => {
             return set
@@ -312,6 +334,7 @@ pub(super) fn per_worker(sockets: Sockets, workers: usize) -> Vec<WorkerShare> {
         })
         .collect();
     let order = Arc::new(BurstOrder::default());
+    let crew = crew.unwrap_or_else(|| Arc::new(Crew::new(workers, JoinPolicy::Always)));
     (0..workers)
         .map(|id| {
             let ports = shared
@@ -325,7 +348,7 @@ pub(super) fn per_worker(sockets: Sockets, workers: usize) -> Vec<WorkerShare> {
                     })
                 })
                 .collect();
-            (ports, Some(order.clone()))
+            (ports, Some((order.clone(), crew.clone())))
         })
         .collect()
 }

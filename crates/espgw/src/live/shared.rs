@@ -60,6 +60,8 @@ pub struct Shared {
     pub sa_events: [AtomicU64; 3],
     /// The SA contract with an IKE daemon (`--keying-socket`), where enabled.
     pub keying: Option<super::keying::Keying>,
+    /// With the ordered spread: which workers read the shared sockets.
+    pub crew: Option<Arc<super::spread::Crew>>,
 }
 
 impl Shared {
@@ -95,6 +97,7 @@ impl Shared {
             seq_store,
             sa_events: Default::default(),
             keying: None,
+            crew: None,
         }
     }
 

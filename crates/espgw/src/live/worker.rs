@@ -14,7 +14,8 @@
 //!   and updates replay windows (inbound) in ticket order, and the burst is transmitted in
 //!   ticket order; everything else (encapsulation, crypto, routing) runs in parallel. So
 //!   one SA is spread over every worker and its packets leave in the order they came
-//!   (`espgw_core::order`).
+//!   (`espgw_core::order`). Workers join the spread as the load needs them
+//!   ([`super::spread`]): a worker that is not engaged reads nothing and sleeps.
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -25,9 +26,11 @@ use espgw_core::packet::{Packet, PacketPool};
 use espgw_core::{Node, Transmit};
 use espgw_io::poll::wait_readable;
 use espgw_io::port::PortStats;
+use espgw_io::process::thread_cpu_time;
 use espgw_io::Port;
 
 use super::shared::Shared;
+use super::spread::{Advice, Crew, Load};
 
 /// A socket every worker of an ordered spread uses, one at a time.
 pub type SharedSocket = Arc<Mutex<Box<dyn Port + Send>>>;
@@ -145,19 +148,23 @@ pub struct Worker {
     node: Node,
     rx: Vec<Packet>,
     tx: Transmit,
-    /// With shared sockets: the arrival order of their bursts.
+    /// With shared sockets: the arrival order of their bursts, and which workers read them.
     order: Option<Arc<BurstOrder>>,
+    crew: Option<Arc<Crew>>,
+    load: Load,
 }
 
 impl Worker {
     /// `ports[i]` is this worker's access to port `i` (`None`: another worker serves it);
-    /// `order`: the ordered spread's state, shared by every worker (with shared sockets).
+    /// `spread`: the ordered spread's order and crew, shared by every worker (with shared
+    /// sockets).
     pub fn new(
         id: usize,
         shared: Arc<Shared>,
         ports: Vec<Option<WorkerPort>>,
-        order: Option<Arc<BurstOrder>>,
+        spread: Option<(Arc<BurstOrder>, Arc<Crew>)>,
     ) -> Self {
+        let (order, crew) = spread.unzip();
         let t = shared.tables();
         let burst = t.burst;
         let links = ports.iter().map(Option::is_some).collect();
@@ -171,6 +178,8 @@ impl Worker {
             ports,
             rx: Vec::with_capacity(burst),
             order,
+            crew,
+            load: Load::new(Instant::now(), thread_cpu_time()),
         }
     }
 
@@ -190,11 +199,17 @@ impl Worker {
                 self.node.set_tables(self.shared.tables());
                 generation = g;
             }
-            let mut work = 0;
-            for port in 0..self.ports.len() {
-                work += self.poll_port(port);
+            let engaged = self.crew.as_ref().is_none_or(|c| c.engaged(self.id));
+            let (mut work, mut full) = (0, 0);
+            if engaged {
+                let burst = self.node.tables().burst;
+                for port in 0..self.ports.len() {
+                    let n = self.poll_port(port);
+                    work += n;
+                    full += usize::from(n == burst);
+                }
+                self.flush();
             }
-            self.flush();
             let now = Instant::now();
             if now.duration_since(last_house) >= HOUSEKEEPING || self.node.neighbours_changed() {
                 self.node.housekeeping(now, &mut self.tx);
@@ -202,6 +217,17 @@ impl Worker {
                 self.publish();
                 last_house = now;
             }
+            if !engaged {
+                // Not reading: traffic on the sockets does not wake this worker, being
+                // called in does (and housekeeping is due by the timeout).
+                if let Some(c) = &self.crew {
+                    c.wait_engaged(self.id, HOUSEKEEPING);
+                }
+                self.load = Load::new(Instant::now(), thread_cpu_time());
+                idle = 0;
+                continue;
+            }
+            self.follow_load(full, now);
             if work == 0 {
                 idle += 1;
                 if idle >= SPIN_BEFORE_SLEEP {
@@ -213,6 +239,23 @@ impl Worker {
             }
         }
         self.publish();
+    }
+
+    /// In an ordered spread that engages workers as needed: calls one more in when this
+    /// worker keeps finding its sockets backed up, steps back when it has not for a while.
+    fn follow_load(&mut self, full: usize, now: Instant) {
+        let Some(crew) = &self.crew else {
+            return;
+        };
+        match self.load.note(crew, self.id, full, now, thread_cpu_time) {
+            Advice::Stay => {}
+            Advice::CallIn => {
+                crew.call_in();
+            }
+            Advice::StepBack => {
+                crew.step_back(self.id);
+            }
+        }
     }
 
     /// One burst from `port` through the node; returns how many packets it had. From a

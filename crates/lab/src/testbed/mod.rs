@@ -58,9 +58,10 @@ pub struct UpArgs {
     /// reads its share of them; more, for a tester with that many threads).
     #[arg(long, default_value_t = 1)]
     pub queues: usize,
-    /// How the gateways spread a port's traffic over workers: hash, round-robin
+    /// How the gateways spread a port's traffic over workers (`espgw run --fanout`): auto
+    /// (the gateway's default: ordered with several workers), hash, round-robin
     /// (AF_PACKET), ordered (one SA over every worker, in arrival order).
-    #[arg(long, value_enum, default_value = "hash")]
+    #[arg(long, value_enum, default_value = "auto")]
     pub fanout: espgw::FanoutArg,
     /// Gateway 1's configuration (default: the built-in one).
     #[arg(long)]
@@ -114,7 +115,7 @@ impl Default for UpArgs {
             io: espgw::IoChoice::Auto,
             workers: 1,
             queues: 1,
-            fanout: espgw::FanoutArg::Hash,
+            fanout: espgw::FanoutArg::Auto,
             gw1_config: None,
             gw2_config: None,
             run_args: String::new(),
@@ -533,11 +534,7 @@ fn run_arguments(a: &UpArgs, g: &str, cfg_path: &Path) -> Result<Vec<String>, St
         espgw::IoChoice::AfXdp => "af-xdp",
         espgw::IoChoice::AfPacket => "af-packet",
     };
-    let fanout = match a.fanout {
-        espgw::FanoutArg::Hash => "hash",
-        espgw::FanoutArg::RoundRobin => "round-robin",
-        espgw::FanoutArg::Ordered => "ordered",
-    };
+    let fanout = a.fanout.name();
     // Each `up` starts both gateways' sequence state afresh (the demonstration keys are
     // public, and both ends start together); a gateway restarted inside one test bed
     // resumes from it.

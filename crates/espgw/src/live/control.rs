@@ -410,10 +410,7 @@ fn show_stats(t: &Tables, shared: &Shared) -> Value {
         "reload_failures": shared.reload_failures.load(Ordering::Relaxed),
         "per_worker_rx": shared.reports.iter().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).pipeline.rx_packets).collect::<Vec<_>>(),
         "ordered_spread": shared.crew.as_ref().map(|c| json!({
-            "join": match c.policy() {
-                super::JoinPolicy::Busy => "busy",
-                super::JoinPolicy::Always => "always",
-            },
+            "join": c.policy().name(),
             "engaged": c.active(),
             "joined": c.joins(),
             "stepped_back": c.leaves(),

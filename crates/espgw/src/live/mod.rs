@@ -512,10 +512,10 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
     opts.fanout = opts.fanout.resolve(workers);
     if workers > 1 {
         crate::info!("spread", "workers" => workers, "fanout" => opts.fanout.name(),
-        "ordered_join" => match (opts.fanout, opts.ordered_join) {
-            (FanoutArg::Ordered, JoinPolicy::Busy) => "busy",
-            (FanoutArg::Ordered, JoinPolicy::Always) => "always",
-            _ => "-",
+        "ordered_join" => if opts.fanout == FanoutArg::Ordered {
+            opts.ordered_join.name()
+        } else {
+            "-"
         });
     }
     let store = crate::seq_store::open_for(&cfg, &opts.state)?;

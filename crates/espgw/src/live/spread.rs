@@ -36,6 +36,16 @@ pub enum JoinPolicy {
     Always,
 }
 
+impl JoinPolicy {
+    /// The option's value, as logs and `show stats` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinPolicy::Busy => "busy",
+            JoinPolicy::Always => "always",
+        }
+    }
+}
+
 /// Full bursts in a row, taken by one engaged worker, after which one more worker joins.
 /// A burst comes back full only when at least a burst's worth was waiting in the ring; a
 /// few in a row mean the engaged workers fall behind, not that a scheduler delay let one

@@ -297,6 +297,8 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
     meta = doc["meta"]
     assert (meta["tester_threads"], meta["flows"], meta["workers"]) == (2, 4, 2)
     assert meta["tester_ring_frames"] == 8192
+    # --pin-cores is off by default: nothing pinned that was not asked for.
+    assert meta["cores"] == "gateways unpinned, tester unpinned", meta["cores"]
     for dut in ("ceiling", "espgw"):
         s = summary(doc, dut, "64")
         assert s["throughput_pps"] > 1000, s

@@ -166,9 +166,15 @@ struct RunArgs {
     /// Worker threads (default: the configuration's `workers`, else 1).
     #[arg(long)]
     workers: Option<usize>,
-    /// Pin worker N to core N.
+    /// Pin worker N to the N-th CPU this process may run on (of its affinity mask, as
+    /// `taskset` or systemd's CPUAffinity= set it).
     #[arg(long)]
     pin: bool,
+    /// Pin worker N to the N-th CPU of this list ("2-5", "2,4,6,8"), e.g. to keep the
+    /// workers on cores isolated for them; more workers than CPUs share them in turn.
+    /// Implies --pin.
+    #[arg(long)]
+    cpus: Option<espgw_io::cpu_list::CpuList>,
     /// How a port's traffic is spread over workers: auto (ordered with several workers,
     /// hash with one), hash (a flow stays on one worker; AF_PACKET fanout or AF_XDP
     /// queues), round-robin (AF_PACKET: one flow over every worker, interleaved), ordered
@@ -269,6 +275,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                     busy_poll: (a.busy_poll > 0).then_some((a.busy_poll, a.busy_poll_budget)),
                     workers: a.workers,
                     pin: a.pin,
+                    cpus: a.cpus.map(|c| c.0),
                     control: a.control,
                     metrics: a.metrics,
                     fanout: a.fanout,
@@ -492,5 +499,23 @@ mod tests {
         assert_eq!(a.fanout.resolve(1), FanoutArg::Hash);
         assert_eq!(FanoutArg::Hash.resolve(4), FanoutArg::Hash);
         assert_eq!(FanoutArg::Ordered.resolve(1), FanoutArg::Ordered);
+    }
+
+    /// `--cpus` takes a CPU list in the kernel's form and refuses a malformed one at parse
+    /// time, naming the option.
+    #[test]
+    fn cpus_take_a_cpu_list() {
+        use clap::Parser;
+        let cli =
+            super::Cli::try_parse_from(["espgw", "run", "--demo", "--cpus", "2-3,0"]).unwrap();
+        let super::Cmd::Run(a) = cli.cmd else {
+            panic!("not run")
+        };
+        assert_eq!(a.cpus.map(|c| c.0), Some(vec![2, 3, 0]));
+        let e = super::Cli::try_parse_from(["espgw", "run", "--demo", "--cpus", "3-2"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--cpus") && e.contains("low to high"), "{e}");
     }
 }

@@ -19,6 +19,7 @@ pub mod af_xdp;
 #[cfg(not(espgw_af_xdp))]
 #[path = "af_xdp_missing.rs"]
 pub mod af_xdp;
+pub mod cpu_list;
 pub mod memory;
 pub mod netns;
 pub mod pcap;

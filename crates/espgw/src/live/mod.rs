@@ -102,6 +102,8 @@ pub struct RunOptions {
     pub busy_poll: Option<(u32, u32)>,
     pub workers: Option<usize>,
     pub pin: bool,
+    /// `--cpus`: worker i on the i-th CPU of the list (checked against the affinity mask).
+    pub cpus: Option<Vec<usize>>,
     pub control: PathBuf,
     pub metrics: Option<std::net::SocketAddr>,
     pub fanout: FanoutArg,
@@ -420,6 +422,45 @@ fn open_keying(
 /// Starts the gateway's threads (after [`confine::confine`], so each inherits its
 /// credentials and filter): housekeeping, one worker per port set, control, metrics and
 /// signals. Returns the handles to wait for: the workers and housekeeping.
+/// The CPUs the workers are pinned to, worker i to the i-th (in turn when there are
+/// fewer): `--cpus` (checked at start-up by [`check_cpus`]), or with `--pin` the CPUs of
+/// the affinity mask; none: unpinned.
+fn worker_cores(opts: &RunOptions) -> Vec<core_affinity::CoreId> {
+    if let Some(list) = &opts.cpus {
+        return list
+            .iter()
+            .map(|&id| core_affinity::CoreId { id })
+            .collect();
+    }
+    if !opts.pin {
+        return Vec::new();
+    }
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    if cores.is_empty() {
+        // Workers run unpinned; their AF_PACKET sockets, opened for pinned workers,
+        // may then spread a flow over transmit queues.
+        crate::warn!("pin_unavailable", "reason" => "no CPU list from the kernel");
+    }
+    cores
+}
+
+/// `--cpus` names only CPUs this process may run on: a worker pinned elsewhere would
+/// silently run unpinned (the kernel refuses the affinity).
+fn check_cpus(cpus: &[usize]) -> Result<(), GatewayError> {
+    let allowed: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    match cpus.iter().find(|c| !allowed.contains(c)) {
+        Some(c) => Err(GatewayError::Setting(format!(
+            "--cpus: CPU {c} is not one this process may run on (it may use {})",
+            espgw_io::cpu_list::format_cpu_list(&allowed)
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn spawn_threads(
     opts: &RunOptions,
     shared: &Arc<Shared>,
@@ -440,17 +481,12 @@ fn spawn_threads(
         "espgw-housekeeping".into(),
         Box::new(move || housekeeping(&s)),
     )?);
-    let cores = if opts.pin {
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
-        if cores.is_empty() {
-            // Workers run unpinned; their AF_PACKET sockets, opened for pinned workers,
-            // may then spread a flow over transmit queues.
-            crate::warn!("pin_unavailable", "reason" => "no CPU list from the kernel");
-        }
-        cores
-    } else {
-        Vec::new()
-    };
+    let cores = worker_cores(opts);
+    if !cores.is_empty() {
+        let ids: Vec<usize> = cores.iter().map(|c| c.id).collect();
+        crate::info!("pin", "workers" => shared.workers(),
+            "cpus" => espgw_io::cpu_list::format_cpu_list(&ids));
+    }
     for (id, (ports, spread)) in ports::per_worker(set, shared.workers(), shared.crew.clone())
         .into_iter()
         .enumerate()
@@ -498,6 +534,10 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
     // Before any key is read: no core dump of this process will ever hold one.
     espgw_io::process::forbid_core_dumps()
         .map_err(|e| GatewayError::Confine(confine::ConfineError::CoreDumps(e)))?;
+    if let Some(cpus) = &opts.cpus {
+        check_cpus(cpus)?;
+        opts.pin = true;
+    }
     let account = confine::account(opts.user.as_deref()).map_err(GatewayError::Confine)?;
     let (mut cfg, path) = load(&opts.config, opts.format)?;
     let mut facts = port_facts(&cfg)?;

@@ -12,6 +12,7 @@
 //! On the test bed the tester takes the hosts' interfaces with addresses of its own
 //! (.20) that the hosts' kernels do not own, so they neither answer nor forward.
 
+use espgw_io::cpu_list::CpuList;
 use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -292,6 +293,8 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 fanout: a.fanout,
                 run_args: a.espgw_args.clone(),
                 wan_mtu: a.wan_mtu,
+                gw1_cpus: a.gateway_cpus.as_ref().map(|g| CpuList(g.0.clone())),
+                gw2_cpus: a.gateway_cpus.as_ref().map(|g| CpuList(g.1.clone())),
                 ..Default::default()
             })?;
             let pa = plan(

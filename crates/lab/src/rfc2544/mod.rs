@@ -12,6 +12,7 @@
 //! DUTs are interleaved per frame size: for each size every DUT is brought up in turn
 //! and runs that size's tests, so slow drifts of a shared machine hit all of them.
 
+pub mod cores;
 pub mod dut;
 pub mod frame;
 pub mod plot;
@@ -135,6 +136,17 @@ pub struct Rfc2544Args {
     /// (`espgw run --pin` takes cores from 0 up) on a machine with enough.
     #[arg(long, value_delimiter = ',')]
     pub tester_cpus: Vec<usize>,
+    /// auto: give every busy thread a core of its own where the machine has enough (one
+    /// CPU left for the rest, then gateway 1's workers, gateway 2's, each through `espgw
+    /// run --cpus`, and the tester's 2 x --threads; with an espgw DUT in the run; logged
+    /// and in results.json). off (the default): pin nothing but --tester-cpus. On the
+    /// 16-core measurement host auto was slower than leaving the gateways to the scheduler
+    /// (docs/performance.md, "Sixteen cores"), so it is not the default.
+    #[arg(long, value_enum, default_value = "off")]
+    pub pin_cores: cores::PinCores,
+    /// The gateways' workers' CPUs, from --pin-cores (set by `run`, not an option).
+    #[arg(skip)]
+    pub gateway_cpus: Option<(Vec<usize>, Vec<usize>)>,
     /// Frames of each of the tester's socket rings (AF_XDP: the UMEM of a queue's socket,
     /// half of it the receive ring; AF_PACKET: each ring). A receive ring that fills while
     /// the receiving thread waits for a core counts as the DUT's loss: deeper rings let a
@@ -419,7 +431,7 @@ pub struct Results {
     pub interrupted: bool,
 }
 
-pub fn run(a: Rfc2544Args) -> Result<(), String> {
+pub fn run(mut a: Rfc2544Args) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
@@ -441,6 +453,21 @@ pub fn run(a: Rfc2544Args) -> Result<(), String> {
             "--tester-cpus: cannot run a thread on CPU {c} (this process may use {cpus:?})"
         ));
     }
+    let espgw_workers = if duts.contains(&dut::DutKind::Espgw) {
+        a.workers
+    } else {
+        0
+    };
+    let layout = cores::CoreLayout::plan(
+        a.pin_cores,
+        &cpus,
+        espgw_workers,
+        usize::from(a.threads),
+        &a.tester_cpus,
+    );
+    eprintln!("cores: {}", layout.describe());
+    a.tester_cpus = layout.tester.clone();
+    a.gateway_cpus = layout.gateways.clone();
     if !a.flows.is_multiple_of(a.threads) {
         return Err(format!(
             "--flows {} is not a multiple of --threads {}: a flow's frames would leave from two threads, out of order",

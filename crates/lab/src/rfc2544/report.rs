@@ -48,6 +48,9 @@ pub struct Meta {
     /// MTU of the test bed's transport network between the gateways; `None` when no DUT
     /// of the run is on the test bed (the ceiling, the stand-in, an external DUT).
     pub wan_mtu: Option<u16>,
+    /// Where the busy threads ran (`--pin-cores`), e.g. "gateway 1 workers on 1-4,
+    /// gateway 2 on 5-8, tester on 9-16".
+    pub cores: String,
 }
 
 fn read_trim(p: &str) -> String {
@@ -125,6 +128,11 @@ impl Meta {
                 .iter()
                 .any(|d| matches!(d, DutKind::Espgw | DutKind::Kernel | DutKind::Strongswan))
                 .then_some(a.wan_mtu),
+            cores: super::cores::CoreLayout {
+                gateways: a.gateway_cpus.clone(),
+                tester: a.tester_cpus.clone(),
+            }
+            .describe(),
         }
     }
 }

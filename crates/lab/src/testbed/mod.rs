@@ -106,6 +106,13 @@ pub struct UpArgs {
     /// packet); 1600 or more: a backhaul sized for IPsec, every packet goes as one.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(1280..=3000))]
     pub wan_mtu: u16,
+    /// CPUs for gateway 1's workers (`espgw run --cpus`, e.g. "1-4"); default: unpinned
+    /// (or as --run-args says).
+    #[arg(long)]
+    pub gw1_cpus: Option<espgw_io::cpu_list::CpuList>,
+    /// CPUs for gateway 2's workers.
+    #[arg(long)]
+    pub gw2_cpus: Option<espgw_io::cpu_list::CpuList>,
 }
 
 impl Default for UpArgs {
@@ -126,6 +133,8 @@ impl Default for UpArgs {
             auth: Auth::Psk,
             nat: false,
             wan_mtu: 1500,
+            gw1_cpus: None,
+            gw2_cpus: None,
         }
     }
 }
@@ -491,6 +500,10 @@ fn espgw_gateways(
             args.extend(["--user".into(), u.clone()]);
         }
         args.extend(extra(g));
+        let cpus = if g == "gw1" { &a.gw1_cpus } else { &a.gw2_cpus };
+        if let Some(c) = cpus {
+            args.extend(["--cpus".into(), c.to_string()]);
+        }
         args.extend(a.run_args.split_whitespace().map(String::from));
         let log = std::fs::File::create(state(&format!("{g}.log"))).map_err(|e| e.to_string())?;
         let child = Command::new("ip")

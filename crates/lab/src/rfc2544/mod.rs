@@ -428,6 +428,8 @@ fn templates(
 pub struct Results {
     pub records: Vec<TrialRecord>,
     pub summaries: Vec<Summary>,
+    /// What each espgw gateway said of itself after each frame size's trials.
+    pub gateway_stats: Vec<report::GatewayStats>,
     pub interrupted: bool,
 }
 
@@ -482,6 +484,7 @@ pub fn run(mut a: Rfc2544Args) -> Result<(), String> {
     let mut results = Results {
         records: Vec::new(),
         summaries: Vec::new(),
+        gateway_stats: Vec::new(),
         interrupted: false,
     };
     let blocks = sizes.len() * duts.len();
@@ -543,8 +546,30 @@ fn run_block(
     progress.status(&format!("{} {}: setting up", kind.name(), size.label()));
     let d = dut::up(kind, a)?;
     let r = run_tests(a, p, &d, size, stop, results, progress);
+    if kind == dut::DutKind::Espgw {
+        record_gateway_stats(size, results);
+    }
     let down = d.down();
     r.and(down)
+}
+
+/// Asks both espgw gateways of the test bed what they did over this frame size's trials
+/// (which worker read how much, whether the ordered spread's workers joined, what was
+/// dropped and why), before the test bed goes down: a throughput figure alone does not say
+/// why more workers did or did not help. Printed as well, for logs read on another host.
+fn record_gateway_stats(size: Size, results: &mut Results) {
+    for gateway in ["gw1", "gw2"] {
+        let sock = std::path::Path::new(crate::testbed::STATE_DIR).join(format!("{gateway}.sock"));
+        let req = espgw_control::ControlRequest::Show("stats".into());
+        match espgw::live::control::request(&sock, &req) {
+            Ok(v) => {
+                let s = report::GatewayStats::from_show_stats(&size.label(), gateway, &v);
+                eprintln!("{}", s.describe());
+                results.gateway_stats.push(s);
+            }
+            Err(e) => eprintln!("{gateway}: show stats: {e}"),
+        }
+    }
 }
 
 /// Mean frame size in bits (FCS included) over the pattern.

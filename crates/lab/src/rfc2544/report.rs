@@ -53,6 +53,73 @@ pub struct Meta {
     pub cores: String,
 }
 
+/// One espgw gateway's own account of one frame size's trials (`espgw show stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayStats {
+    pub size: String,
+    pub gateway: String,
+    /// Packets each worker read, over all the trials of the size.
+    pub per_worker_rx: Vec<u64>,
+    /// The ordered spread's crew (join, engaged, joined, stepped_back,
+    /// not_joined_short_of_cpu); null with a spread that has none.
+    pub ordered_spread: serde_json::Value,
+    /// Packets dropped, by reason (only reasons with drops).
+    pub drops: serde_json::Map<String, serde_json::Value>,
+}
+
+impl GatewayStats {
+    pub fn from_show_stats(size: &str, gateway: &str, v: &serde_json::Value) -> GatewayStats {
+        let per_worker_rx = v["per_worker_rx"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+            .unwrap_or_default();
+        let drops = v["drops"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+                    .map(|(k, n)| (k.clone(), n.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        GatewayStats {
+            size: size.to_string(),
+            gateway: gateway.to_string(),
+            per_worker_rx,
+            ordered_spread: v["ordered_spread"].clone(),
+            drops,
+        }
+    }
+
+    /// One line, e.g. "espgw 64 gw1: per-worker rx [812345, 790000]; ordered spread:
+    /// engaged 2, joined 1, stepped back 0, not joined short of CPU 3; drops none".
+    pub fn describe(&self) -> String {
+        let spread = match self.ordered_spread.as_object() {
+            Some(o) => format!(
+                "ordered spread: engaged {}, joined {}, stepped back {}, not joined short of CPU {}",
+                o.get("engaged").unwrap_or(&serde_json::Value::Null),
+                o.get("joined").unwrap_or(&serde_json::Value::Null),
+                o.get("stepped_back").unwrap_or(&serde_json::Value::Null),
+                o.get("not_joined_short_of_cpu").unwrap_or(&serde_json::Value::Null),
+            ),
+            None => "no ordered spread".to_string(),
+        };
+        let drops = if self.drops.is_empty() {
+            "none".to_string()
+        } else {
+            self.drops
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "espgw {} {}: per-worker rx {:?}; {spread}; drops {drops}",
+            self.size, self.gateway, self.per_worker_rx
+        )
+    }
+}
+
 fn read_trim(p: &str) -> String {
     std::fs::read_to_string(p)
         .map(|s| s.trim().to_string())
@@ -476,6 +543,8 @@ struct Document<'a> {
     interrupted: bool,
     summaries: &'a [Summary],
     trials: &'a [TrialRecord],
+    /// Each espgw gateway's own account of each frame size (empty for other DUTs).
+    gateway_stats: &'a [GatewayStats],
 }
 
 pub fn write_all(dir: &Path, meta: &Meta, r: &Results) -> Result<(), String> {
@@ -488,6 +557,7 @@ pub fn write_all(dir: &Path, meta: &Meta, r: &Results) -> Result<(), String> {
         interrupted: r.interrupted,
         summaries: &r.summaries,
         trials: &r.records,
+        gateway_stats: &r.gateway_stats,
     };
     let json = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string())?;
     w("results.json", &json)?;
@@ -652,6 +722,34 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `show stats` as a gateway of the ordered spread answers it (abridged): the crew,
+    /// the per-worker counts and only the drop reasons that counted something.
+    #[test]
+    fn gateway_stats_keep_the_workers_the_crew_and_the_drops() {
+        let v = serde_json::json!({
+            "rx_packets": 5,
+            "per_worker_rx": [900, 100],
+            "ordered_spread": {"join": "busy", "engaged": 1, "joined": 2, "stepped_back": 2,
+                               "not_joined_short_of_cpu": 7},
+            "drops": {"replay": 3, "no_sa": 0},
+        });
+        let s = GatewayStats::from_show_stats("64", "gw2", &v);
+        assert_eq!(s.per_worker_rx, vec![900, 100]);
+        assert_eq!(s.drops.len(), 1);
+        assert_eq!(
+            s.describe(),
+            "espgw 64 gw2: per-worker rx [900, 100]; ordered spread: engaged 1, joined 2, \
+             stepped back 2, not joined short of CPU 7; drops replay 3"
+        );
+        // Hash fanout has no crew; a gateway that answered nothing useful gives empty fields.
+        let s = GatewayStats::from_show_stats("1518", "gw1", &serde_json::json!({}));
+        assert!(s.per_worker_rx.is_empty() && s.ordered_spread.is_null());
+        assert_eq!(
+            s.describe(),
+            "espgw 1518 gw1: per-worker rx []; no ordered spread; drops none"
+        );
+    }
 
     #[test]
     fn utc_dates() {

@@ -1,21 +1,13 @@
 #!/bin/bash
-# Runs on the many-core measurement host from a bundle (../shared/remote-bench/README.md):
-#   bash ../shared/remote-bench/bundle.sh; strip -o .devbundle/bin/espgw-lab target/release/espgw-lab
-#   cp scripts/remote-bench/*.sh .devbundle/; there: bash .devbundle/THIS.sh (results under $OUT)
-# Not on a development machine: env.sh links the bundle's ip/ethtool/ping into /usr/sbin.
 # Issue 15 on the 16-core host, second run: the same live scaling with every busy thread on
-# a core of its own (bench rfc2544 --pin-cores auto; the default was auto in the run recorded in docs/bench-16core-2026-11-25.txt, off since), and one worker against
-# kernel forwarding with the issue's own set-up (one tester thread, one flow), pinned.
+# a core of its own (bench rfc2544 --pin-cores auto: the default in the run recorded in
+# docs/bench-16core-2026-11-25.txt, off since), and one worker against kernel forwarding
+# with the issue's own set-up (one tester thread, one flow), pinned.
 set -u
-cd "$(dirname "$0")/.."
-source .devbundle/env.sh
-L=$PWD/.devbundle/bin/espgw-lab
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-R=/tmp/espgw-r; rm -rf $R; mkdir -p $R
-exec > >(tee -a "$OUT/log2.txt") 2>&1
+LOG=log2.txt
+source "$(dirname "$0")/common.sh"
 T=${T:-3}; FL=${FL:-12}; ROUNDS=${ROUNDS:-2}; W_LIVE=${W_LIVE:-"1 2 4"}; MEMW=${MEMW:-1,2,4,8}
-step() { echo; echo "=== $(date -u +%T) $*"; }
-step host; nproc; uname -r
+step host; host_facts
 ulimit -l unlimited
 step "in memory, one SA, 64 B"
 timeout 40 $L bench dataplane --workers $MEMW --sas 1 --pin --sizes 64 --algs aes-128-gcm --seconds 0.5
@@ -23,7 +15,7 @@ live() { # name, then arguments
   local n=$1; shift
   step "live $n: $*"
   timeout ${TL:-100} $L bench rfc2544 --quick --tests throughput --no-ceiling --pin-cores auto --out $R/$n "$@" 2>&1 \
-    | grep -E '^\| [0-9]|^\| frame|^cores:|interrupted|rror|panic'
+    | grep -E '^\| [0-9]|^\| frame|^cores:|^espgw [0-9a-z]+ gw|interrupted|rror|panic'
 }
 live ceiling --dut ceiling --sizes 64 --threads $T --flows $FL
 for r in $(seq 1 $ROUNDS); do

@@ -419,9 +419,6 @@ fn open_keying(
     Ok(Some(server))
 }
 
-/// Starts the gateway's threads (after [`confine::confine`], so each inherits its
-/// credentials and filter): housekeeping, one worker per port set, control, metrics and
-/// signals. Returns the handles to wait for: the workers and housekeeping.
 /// The CPUs the workers are pinned to, worker i to the i-th (in turn when there are
 /// fewer): `--cpus` (checked at start-up by [`check_cpus`]), or with `--pin` the CPUs of
 /// the affinity mask; none: unpinned.
@@ -461,6 +458,9 @@ fn check_cpus(cpus: &[usize]) -> Result<(), GatewayError> {
     }
 }
 
+/// Starts the gateway's threads (after [`confine::confine`], so each inherits its
+/// credentials and filter): housekeeping, one worker per port set, control, metrics and
+/// signals. Returns the handles to wait for: the workers and housekeeping.
 fn spawn_threads(
     opts: &RunOptions,
     shared: &Arc<Shared>,

@@ -1,0 +1,23 @@
+# Sourced by the scaling scripts beside it, on the many-core measurement host, from a bundle
+# (../shared/remote-bench/README.md):
+#   bash ../shared/remote-bench/bundle.sh; strip -o .devbundle/bin/espgw-lab target/release/espgw-lab
+#   cp scripts/remote-bench/*.sh .devbundle/; there: bash .devbundle/SCRIPT.sh (results under $OUT)
+# Not on a development machine: the bundle's env.sh links its ip/ethtool/ping into /usr/sbin.
+# Gives: $L the lab binary, $R a scratch folder for the reports, everything printed also
+# going to $OUT/$LOG as it is written, step() to mark each step, host_facts() for the log.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source .devbundle/env.sh
+L=$PWD/.devbundle/bin/espgw-lab
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+R=/tmp/espgw-r; rm -rf "$R"; mkdir -p "$R"
+exec > >(tee -a "$OUT/$LOG") 2>&1
+step() { echo; echo "=== $(date -u +%T) $*"; }
+# Which CPUs share a core or a socket, and where interrupts land: the two things that could
+# explain why pinning from CPU 1 up was slower on 2026-11-25 (docs/performance.md).
+host_facts() {
+  nproc; uname -r; grep -m1 'model name' /proc/cpuinfo; free -g | head -2
+  lscpu -e 2>/dev/null || grep . /sys/devices/system/cpu/cpu*/topology/thread_siblings_list
+  echo "interrupts per CPU:"
+  awk 'NR > 1 {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n[i-2] += $i}
+       END {for (c in n) printf "cpu%d %d\n", c, n[c]}' /proc/interrupts | sort -V
+}

@@ -5,7 +5,7 @@
 set -u
 LOG=log.txt
 source "$(dirname "$0")/common.sh"
-T=${T:-4}; TCPUS=${TCPUS:-8,9,10,11,12,13,14,15}; ROUNDS=${ROUNDS:-2}; MEMW=${MEMW:-1,2,4,8}
+T=${T:-4}; TCPUS=${TCPUS:-8-15}; ROUNDS=${ROUNDS:-2}; MEMW=${MEMW:-1,2,4,8}
 W_LIVE=${W_LIVE:-"1 2 4"}
 step host; host_facts
 ip netns add espgw-probe && ip netns del espgw-probe && echo "netns: ok"

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use espgw_io::cpu_list::CpuList;
 use frame::{Flow, Template, L4};
 use report::{LatencySummary, Summary, TrialRecord};
 use search::Lossy;
@@ -132,10 +133,11 @@ pub struct Rfc2544Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
     pub threads: u8,
     /// CPUs to pin the tester's threads to, in turn (port A's thread 0, port B's thread 0,
-    /// A's thread 1, ...), e.g. "0,1": keeps the tester off the cores of the gateways
-    /// (`espgw run --pin` takes cores from 0 up) on a machine with enough.
-    #[arg(long, value_delimiter = ',')]
-    pub tester_cpus: Vec<usize>,
+    /// A's thread 1, ...), a kernel-style list: "0,1", "8-15", "8-11,14": keeps the tester
+    /// off the cores of the gateways (`espgw run --pin` takes cores from 0 up) on a machine
+    /// with enough.
+    #[arg(long, value_parser = tester_cpu_list, default_value = "")]
+    pub tester_cpus: CpuList,
     /// auto: give every busy thread a core of its own where the machine has enough (one
     /// CPU left for the rest, then gateway 1's workers, gateway 2's, each through `espgw
     /// run --cpus`, and the tester's 2 x --threads; with an espgw DUT in the run; logged
@@ -206,6 +208,14 @@ impl Size {
 }
 
 pub const RFC_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// `--tester-cpus`: a CPU list, or nothing (the default: the tester's threads unpinned).
+fn tester_cpu_list(text: &str) -> Result<CpuList, String> {
+    if text.trim().is_empty() {
+        return Ok(CpuList(Vec::new()));
+    }
+    text.parse()
+}
 
 fn parse_sizes(a: &Rfc2544Args) -> Result<Vec<Size>, String> {
     let default: Vec<String> = if a.quick {
@@ -450,7 +460,7 @@ pub fn run(mut a: Rfc2544Args) -> Result<(), String> {
         .iter()
         .map(|c| c.id)
         .collect();
-    if let Some(c) = a.tester_cpus.iter().find(|c| !cpus.contains(c)) {
+    if let Some(c) = a.tester_cpus.0.iter().find(|c| !cpus.contains(c)) {
         return Err(format!(
             "--tester-cpus: cannot run a thread on CPU {c} (this process may use {cpus:?})"
         ));
@@ -465,10 +475,10 @@ pub fn run(mut a: Rfc2544Args) -> Result<(), String> {
         &cpus,
         espgw_workers,
         usize::from(a.threads),
-        &a.tester_cpus,
+        &a.tester_cpus.0,
     );
     eprintln!("cores: {}", layout.describe());
-    a.tester_cpus = layout.tester.clone();
+    a.tester_cpus = CpuList(layout.tester.clone());
     a.gateway_cpus = layout.gateways.clone();
     if !a.flows.is_multiple_of(a.threads) {
         return Err(format!(
@@ -587,6 +597,29 @@ fn mean_frame_bits(t: &[Template], pattern: &[u8]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--tester-cpus` takes the kernel's list syntax (ranges too), keeps the order, and
+    /// is empty when not given; a malformed list is refused by the parser.
+    #[test]
+    fn tester_cpus_take_a_cpu_list() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Rfc2544Args,
+        }
+        let cpus = |args: &[&str]| {
+            Cli::try_parse_from([&["rfc2544"], args].concat()).map(|c| c.a.tester_cpus.0)
+        };
+        assert_eq!(cpus(&[]).unwrap(), Vec::<usize>::new());
+        assert_eq!(
+            cpus(&["--tester-cpus", "8-11,14"]).unwrap(),
+            [8, 9, 10, 11, 14]
+        );
+        assert_eq!(cpus(&["--tester-cpus", "3,1"]).unwrap(), [3, 1]);
+        assert!(cpus(&["--tester-cpus", "5-2"]).is_err());
+        assert!(cpus(&["--tester-cpus", "1,1"]).is_err());
+    }
 
     /// `--flows`: each sequence number's template belongs to flow seq mod flows (what the
     /// receiver assumes), the flows differ in their UDP source port only, and IMIX keeps

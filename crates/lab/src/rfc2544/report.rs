@@ -197,7 +197,7 @@ impl Meta {
                 .then_some(a.wan_mtu),
             cores: super::cores::CoreLayout {
                 gateways: a.gateway_cpus.clone(),
-                tester: a.tester_cpus.clone(),
+                tester: a.tester_cpus.0.clone(),
             }
             .describe(),
         }

@@ -31,7 +31,7 @@ pub(super) fn run_tests(
     let resolve = Duration::from_secs(10);
     let lanes = traffic::Lanes {
         per_port: usize::from(a.threads),
-        cpus: a.tester_cpus.clone(),
+        cpus: a.tester_cpus.0.clone(),
     };
     let (pa, pb) = TesterPort::start_pair(d.a.clone(), d.b.clone(), epoch, resolve, &lanes)?;
     let v6 = a.ipv6;

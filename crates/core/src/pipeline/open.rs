@@ -23,6 +23,7 @@ impl Pipeline {
     /// pre-check, then one crypto call); what fails is dropped. The window is updated
     /// afterwards for the whole burst ([`Pipeline::accept_run`]), in arrival order when
     /// bursts are spread over workers.
+    #[inline(never)]
     pub(super) fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut replayed = 0u64;
@@ -92,6 +93,7 @@ impl Pipeline {
     /// Step 3: the replay-window update for the authentic packets of a run, under one
     /// lock; a number already seen (by a packet of this burst, or on another worker since
     /// the pre-check) is dropped.
+    #[inline(never)]
     pub(super) fn accept_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut replayed = 0u64;
@@ -115,6 +117,7 @@ impl Pipeline {
 
     /// Step 4: trailer, decapsulation and the inbound policy check for a run's accepted
     /// packets.
+    #[inline(never)]
     pub(super) fn decapsulate_run(
         &mut self,
         t: &Tables,

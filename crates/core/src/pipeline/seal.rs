@@ -166,6 +166,7 @@ impl Pipeline {
     /// Encrypts a run of encapsulated packets that all use SA `sa_idx`; `base` is the
     /// run's index in the burst. Each packet first gets its sequence number from the
     /// burst's block (a packet past the block is dropped).
+    #[inline(never)]
     pub(super) fn crypt_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut bytes = 0u64;

@@ -113,6 +113,99 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
     assert!(read_decided > 1_000, "{read_decided}");
 }
 
+/// The IPv6 fast path likewise: random IPv6 frames (to the gateway's address or through
+/// it, multicast, every next header the general path tells apart, every hop limit,
+/// payload lengths short, exact and beyond the frame) decided by [`ipv6_fast`] exactly as
+/// the general path (`nd::ipv6`) decides them, byte for byte once the due hop limit is
+/// decremented; and [`triage_parsed`] on the pipeline's read of the header agrees.
+#[test]
+fn ipv6_fast_path_agrees_with_the_general_path() {
+    use rand::{Rng, SeedableRng};
+    let t = tables();
+    let cache = NeighbourCache::default();
+    let own: u128 = 0x2001_0db8_0100_0000_0000_0000_0000_0001;
+    let dsts = [
+        own,
+        0x2001_0db8_0113_0000_0000_0000_0000_0020,
+        0xff02_0000_0000_0000_0000_0000_0000_0001,
+        0xff02_0000_0000_0000_0000_0001_ff00_0001,
+    ];
+    let next_headers = [
+        proto::ESP,
+        proto::AH,
+        proto::UDP,
+        proto::TCP,
+        proto::ICMPV6,
+        proto::FRAGMENT,
+        proto::HOPOPT,
+        proto::ROUTING,
+        proto::DSTOPTS,
+        59,
+    ];
+    let (mut decided, mut forwarded, mut read_decided, mut kept) = (0, 0, 0, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    for _ in 0..20_000 {
+        let payload = rng.gen_range(0..40);
+        let mut f = vec![0u8; 14 + 40 + payload];
+        rng.fill(&mut f[..]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        if rng.gen_bool(0.9) {
+            f[14] = 0x60 | (f[14] & 0x0f);
+        }
+        if rng.gen_bool(0.8) {
+            let plen = (payload + 2).saturating_sub(rng.gen_range(0..=4)) as u16;
+            f[18..20].copy_from_slice(&plen.to_be_bytes());
+        }
+        f[20] = next_headers[rng.gen_range(0..next_headers.len())];
+        f[21] = [0, 1, 2, 64, 255][rng.gen_range(0..5)];
+        f[38..54].copy_from_slice(&dsts[rng.gen_range(0..dsts.len())].to_be_bytes());
+        for hop in [HopLimit::Decrement, HopLimit::Keep] {
+            if let Some(info) = crate::flow::parse_ipv6_no_extensions(&f[14..]) {
+                let from_read = triage_parsed(&info, 0, &t, hop);
+                let fast = ipv6_fast(&f, &t, hop);
+                assert_eq!(
+                    from_read.map(|due| (Triage::Pipeline, due)),
+                    fast.filter(|v| v.0 == Triage::Pipeline),
+                    "{f:02x?}"
+                );
+                assert_eq!(triage_parsed(&info, 1, &t, hop), None, "port out of range");
+                read_decided += usize::from(from_read.is_some());
+            }
+            let mut fast = f.clone();
+            let Some((verdict, hop_due)) = ipv6_fast(&fast, &t, hop) else {
+                continue;
+            };
+            if hop_due {
+                decrement_hop(&mut fast[14..], false);
+            }
+            let mut p = Packet::new();
+            p.load(&f).unwrap();
+            let info = &t.ports[0];
+            assert_eq!(
+                ipv6(
+                    &mut p,
+                    14,
+                    (0, info),
+                    &t,
+                    &cache,
+                    [2, 0, 0, 0, 0, 0x22],
+                    hop
+                ),
+                verdict,
+                "{f:02x?}"
+            );
+            assert_eq!(p.data(), &fast[..], "{f:02x?}");
+            decided += 1;
+            forwarded += usize::from(fast[21] != f[21]);
+            kept += usize::from(hop == HopLimit::Keep && f[38..54] == dsts[1].to_be_bytes());
+        }
+    }
+    // Both kinds of decision were exercised.
+    assert!(decided > 2_000 && forwarded > 500, "{decided} {forwarded}");
+    assert!(kept > 500, "{kept}");
+    assert!(read_decided > 1_000, "{read_decided}");
+}
+
 #[test]
 fn answers_arp_for_own_address_and_learns_sender() {
     let t = tables();

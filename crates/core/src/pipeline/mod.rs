@@ -40,7 +40,7 @@ use crate::ah;
 use crate::counters::{DropReason, WorkerCounters};
 use crate::esp_in::{self, Classified, OpenJob};
 use crate::esp_out::{self, SealJob};
-use crate::flow::{parse_ip, parse_ipv4_no_options, FlowKey, IpInfo};
+use crate::flow::{parse_ip, parse_ipv4_no_options, parse_ipv6_no_extensions, FlowKey, IpInfo};
 use crate::host::{self, HopLimit, Triage};
 use crate::neighbour::NeighbourCache;
 use crate::order::Turnstile;
@@ -398,9 +398,10 @@ impl Pipeline {
                     self.slots.push(Slot::Done);
                 }
                 Ok(info) => {
-                    // The host stage's fast path left the TTL for after the header was read.
+                    // The host stage's fast path left the TTL / hop limit for after the
+                    // header was read.
                     if ttl_due {
-                        host::decrement_ttl_v4(p.data_mut());
+                        host::decrement_hop(p.data_mut(), info.key.v4);
                     }
                     match dir {
                         Direction::Out => self.classify_out(t, p, info),

@@ -70,6 +70,11 @@ pub enum BenchCmd {
         /// With --workers: pin worker i to the i-th CPU.
         #[arg(long)]
         pin: bool,
+        /// The protected traffic's family (the tunnel's outer header is IPv4 either way):
+        /// ipv6 sends UDP over IPv6 between 2001:db8:100::10 and 2001:db8:113::20, frames of
+        /// at least 78 bytes. One core only (not with --workers).
+        #[arg(long, value_enum, default_value = "ipv4")]
+        inner: InnerFamily,
     },
     /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
     Spd {
@@ -83,6 +88,13 @@ pub enum BenchCmd {
     /// stand-in DUT; started by `bench rfc2544 --dut standin`).
     #[command(hide = true)]
     Standin(crate::rfc2544::standin::StandinArgs),
+}
+
+/// The family of the benchmark's plaintext (`bench dataplane --inner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InnerFamily {
+    Ipv4,
+    Ipv6,
 }
 
 mod zeroize_free {
@@ -109,6 +121,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             sas,
             spread,
             pin,
+            inner,
         } => {
             if seccomp {
                 espgw::install_seccomp_filter(espgw::SeccompArg::Kill)
@@ -119,6 +132,9 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             if !workers.is_empty() {
                 if workers.contains(&0) || sas.contains(&0) {
                     return Err("--workers and --sas take counts of at least 1".into());
+                }
+                if inner != InnerFamily::Ipv4 {
+                    return Err("--inner ipv6 is for the one-core benchmark, not --workers".into());
                 }
                 let args = workers::WorkersArgs {
                     workers,
@@ -144,6 +160,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 &algs,
                 &directions,
                 with_raw,
+                inner,
                 json.as_deref(),
             )
         }
@@ -251,9 +268,13 @@ fn configs(proto: SaProto, suite: Suite) -> Result<(Config, Config), String> {
     Ok((out.pop().ok_or("config")?, peer))
 }
 
-/// Plaintext frames from gateway 1's south side (`reverse`: from gateway 2's).
-fn templates(size: &str, reverse: bool) -> Result<Vec<Vec<u8>>, String> {
-    let (a, b) = ("198.51.100.10", "203.0.113.20");
+/// Plaintext frames from gateway 1's south side (`reverse`: from gateway 2's), of the
+/// `inner` family (the default configuration's policies protect both).
+fn templates(size: &str, reverse: bool, inner: InnerFamily) -> Result<Vec<Vec<u8>>, String> {
+    let (a, b) = match inner {
+        InnerFamily::Ipv4 => ("198.51.100.10", "203.0.113.20"),
+        InnerFamily::Ipv6 => ("2001:db8:100::10", "2001:db8:113::20"),
+    };
     let (src, dst) = if reverse { (b, a) } else { (a, b) };
     let spec = FlowSpec {
         src: src.parse().expect("addr"),
@@ -271,6 +292,14 @@ fn templates(size: &str, reverse: bool) -> Result<Vec<Vec<u8>>, String> {
             .parse::<usize>()
             .map_err(|_| format!("bad size '{size}'"))?]
     };
+    // The generator grows a frame too small for its headers; a row must not claim a size
+    // it did not send.
+    let least = gen::min_frame(&spec);
+    if let Some(small) = sizes.iter().find(|&&s| s < least) {
+        return Err(format!(
+            "frame size {small} is below the {least} bytes a {inner:?} frame of this benchmark needs"
+        ));
+    }
     // Several flows' worth of frames so the memory port cycles through distinct buffers.
     let n = sizes.len().max(64);
     Ok((0..n)
@@ -331,6 +360,7 @@ fn trial(
     })
 }
 
+#[allow(clippy::too_many_arguments)] // the command's options, passed through
 fn dataplane(
     crypto: ProviderChoice,
     secs: f64,
@@ -338,6 +368,7 @@ fn dataplane(
     algs: &[String],
     dirs: &[String],
     with_raw: bool,
+    inner: InnerFamily,
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let provider = espgw_crypto::provider(crypto).map_err(|e| e.to_string())?;
@@ -347,6 +378,11 @@ fn dataplane(
     let raw_mb = espgw_crypto::provider(ProviderChoice::IpsecMb).unwrap_or(provider.clone());
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();
     print_dataplane_header(secs, &provider.name(), &raw_mb.name());
+    if inner == InnerFamily::Ipv6 {
+        println!(
+            "protected traffic: UDP over IPv6 (2001:db8:100::10 <-> 2001:db8:113::20), outer IPv4"
+        );
+    }
     let mut records = Vec::new();
     let names = bench_names(algs);
     for alg_name in &names {
@@ -362,8 +398,8 @@ fn dataplane(
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {
-            let plain = templates(size, false)?;
-            let plain_rev = templates(size, true)?;
+            let plain = templates(size, false, inner)?;
+            let plain_rev = templates(size, true, inner)?;
             let wire: Vec<usize> = plain.iter().map(|f| f.len() + FCS_LEN).collect();
             // The ESP frames gateway 2 sends: gateway 1's inbound input.
             let esp = esp_frames(&t2, &plain_rev)?;
@@ -414,6 +450,7 @@ fn dataplane(
                     "raw_job_api_mops": if raw_j.is_nan() { serde_json::Value::Null } else { json!(raw_j / 1e6) },
                     "ratio_to_raw_suite": r.pps / raw, "ratio_to_raw_job_api": if raw_j.is_nan() { serde_json::Value::Null } else { json!(r.pps / raw_j) },
                     "dropped": r.dropped, "crypto": provider.name(), "seconds": secs,
+                    "inner": match inner { InnerFamily::Ipv4 => "ipv4", InnerFamily::Ipv6 => "ipv6" },
                 }));
             }
         }

@@ -3,7 +3,7 @@
 //! the trailer and removing the encapsulation.
 
 use espgw_config::Mode;
-use espgw_wire::ipv6::Ipv6Packet;
+use espgw_wire::ipv6::{self, Ipv6Packet};
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
@@ -108,6 +108,10 @@ pub fn classify(
     }
     let nh_at = if k.v4 {
         9
+    } else if info.upper_off == ipv6::HEADER_LEN {
+        // No extension headers: the fixed header's own next header names ESP / UDP (the
+        // walk below would say so too, at the cost of reading the header again).
+        6
     } else {
         Ipv6Packet::new_checked(d)
             .and_then(|v| v.upper_layer())

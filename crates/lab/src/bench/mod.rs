@@ -7,7 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
-use espgw_config::{Config, Format, Range, SaProto, ANY_PORT, ANY_PROTO};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use espgw_config::{
+    Config, Format, Mode, Prefix, Range, RouteConfig, SaProto, ANY_PORT, ANY_PROTO,
+};
 use espgw_core::flow::FlowKey;
 use espgw_core::packet::{PacketPool, Verdict};
 use espgw_core::spd::{Spd, SpdAction, SpdRule};
@@ -70,11 +74,15 @@ pub enum BenchCmd {
         /// With --workers: pin worker i to the i-th CPU.
         #[arg(long)]
         pin: bool,
-        /// The protected traffic's family (the tunnel's outer header is IPv4 either way):
-        /// ipv6 sends UDP over IPv6 between 2001:db8:100::10 and 2001:db8:113::20, frames of
-        /// at least 78 bytes. One core only (not with --workers).
+        /// The protected traffic's family: ipv6 sends UDP over IPv6 between
+        /// 2001:db8:100::10 and 2001:db8:113::20, frames of at least 78 bytes. One core only
+        /// (not with --workers).
         #[arg(long, value_enum, default_value = "ipv4")]
-        inner: InnerFamily,
+        inner: Family,
+        /// The tunnel's outer header: ipv6 moves the gateways' tunnel endpoints from
+        /// 192.0.2.1/2 to 2001:db8:2::1/2. One core only (not with --workers).
+        #[arg(long, value_enum, default_value = "ipv4")]
+        outer: Family,
     },
     /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
     Spd {
@@ -90,9 +98,9 @@ pub enum BenchCmd {
     Standin(crate::rfc2544::standin::StandinArgs),
 }
 
-/// The family of the benchmark's plaintext (`bench dataplane --inner`).
+/// An IP family of the benchmark's traffic (`bench dataplane --inner`, `--outer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InnerFamily {
+pub enum Family {
     Ipv4,
     Ipv6,
 }
@@ -122,6 +130,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             spread,
             pin,
             inner,
+            outer,
         } => {
             if seccomp {
                 espgw::install_seccomp_filter(espgw::SeccompArg::Kill)
@@ -133,8 +142,11 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 if workers.contains(&0) || sas.contains(&0) {
                     return Err("--workers and --sas take counts of at least 1".into());
                 }
-                if inner != InnerFamily::Ipv4 {
-                    return Err("--inner ipv6 is for the one-core benchmark, not --workers".into());
+                if (inner, outer) != (Family::Ipv4, Family::Ipv4) {
+                    return Err(
+                        "--inner / --outer ipv6 are for the one-core benchmark, not --workers"
+                            .into(),
+                    );
                 }
                 let args = workers::WorkersArgs {
                     workers,
@@ -160,7 +172,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 &algs,
                 &directions,
                 with_raw,
-                inner,
+                (inner, outer),
                 json.as_deref(),
             )
         }
@@ -268,12 +280,62 @@ fn configs(proto: SaProto, suite: Suite) -> Result<(Config, Config), String> {
     Ok((out.pop().ok_or("config")?, peer))
 }
 
+/// A family as `--inner` / `--outer` name it.
+fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::Ipv4 => "ipv4",
+        Family::Ipv6 => "ipv6",
+    }
+}
+
+/// Moves a default configuration's tunnels to IPv6 outer headers: endpoint 192.0.2.N
+/// becomes 2001:db8:2::N (the address the default gives the same port), and the network
+/// gets a route out of the port that reaches 192.0.2.0/24.
+fn with_ipv6_outer(c: &mut Config) -> Result<(), String> {
+    let v6 = |a: IpAddr| match a {
+        IpAddr::V4(v4) if v4.octets()[..3] == [192, 0, 2] => Ok(IpAddr::V6(Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            2,
+            0,
+            0,
+            0,
+            0,
+            u16::from(v4.octets()[3]),
+        ))),
+        other => Err(format!("tunnel endpoint {other} is not in 192.0.2.0/24")),
+    };
+    for sa in &mut c.sas {
+        if let Mode::Tunnel { local, remote } = sa.mode {
+            sa.mode = Mode::Tunnel {
+                local: v6(local)?,
+                remote: v6(remote)?,
+            };
+        }
+    }
+    let transport = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 0));
+    let north = c
+        .routes
+        .iter()
+        .find(|r| r.dst.addr == transport)
+        .cloned()
+        .ok_or("the configuration has no route to 192.0.2.0/24")?;
+    c.routes.push(RouteConfig {
+        dst: Prefix {
+            addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0)),
+            len: 64,
+        },
+        ..north
+    });
+    Ok(())
+}
+
 /// Plaintext frames from gateway 1's south side (`reverse`: from gateway 2's), of the
 /// `inner` family (the default configuration's policies protect both).
-fn templates(size: &str, reverse: bool, inner: InnerFamily) -> Result<Vec<Vec<u8>>, String> {
+fn templates(size: &str, reverse: bool, inner: Family) -> Result<Vec<Vec<u8>>, String> {
     let (a, b) = match inner {
-        InnerFamily::Ipv4 => ("198.51.100.10", "203.0.113.20"),
-        InnerFamily::Ipv6 => ("2001:db8:100::10", "2001:db8:113::20"),
+        Family::Ipv4 => ("198.51.100.10", "203.0.113.20"),
+        Family::Ipv6 => ("2001:db8:100::10", "2001:db8:113::20"),
     };
     let (src, dst) = if reverse { (b, a) } else { (a, b) };
     let spec = FlowSpec {
@@ -368,7 +430,7 @@ fn dataplane(
     algs: &[String],
     dirs: &[String],
     with_raw: bool,
-    inner: InnerFamily,
+    (inner, outer): (Family, Family),
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let provider = espgw_crypto::provider(crypto).map_err(|e| e.to_string())?;
@@ -377,12 +439,18 @@ fn dataplane(
     // through intel-ipsec-mb's job API (the figure the published comparison quotes).
     let raw_mb = espgw_crypto::provider(ProviderChoice::IpsecMb).unwrap_or(provider.clone());
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();
+    println!(
+        "protected traffic: UDP over {}; tunnel outer header {}",
+        match inner {
+            Family::Ipv4 => "IPv4 (198.51.100.10 <-> 203.0.113.20)",
+            Family::Ipv6 => "IPv6 (2001:db8:100::10 <-> 2001:db8:113::20)",
+        },
+        match outer {
+            Family::Ipv4 => "IPv4 (192.0.2.1 <-> 192.0.2.2)",
+            Family::Ipv6 => "IPv6 (2001:db8:2::1 <-> 2001:db8:2::2)",
+        }
+    );
     print_dataplane_header(secs, &provider.name(), &raw_mb.name());
-    if inner == InnerFamily::Ipv6 {
-        println!(
-            "protected traffic: UDP over IPv6 (2001:db8:100::10 <-> 2001:db8:113::20), outer IPv4"
-        );
-    }
     let mut records = Vec::new();
     let names = bench_names(algs);
     for alg_name in &names {
@@ -394,7 +462,11 @@ fn dataplane(
             }
             _ => AeadAlgorithm::AesGcm128,
         };
-        let (gw1, gw2) = configs(proto, suite)?;
+        let (mut gw1, mut gw2) = configs(proto, suite)?;
+        if outer == Family::Ipv6 {
+            with_ipv6_outer(&mut gw1)?;
+            with_ipv6_outer(&mut gw2)?;
+        }
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {
@@ -450,7 +522,7 @@ fn dataplane(
                     "raw_job_api_mops": if raw_j.is_nan() { serde_json::Value::Null } else { json!(raw_j / 1e6) },
                     "ratio_to_raw_suite": r.pps / raw, "ratio_to_raw_job_api": if raw_j.is_nan() { serde_json::Value::Null } else { json!(r.pps / raw_j) },
                     "dropped": r.dropped, "crypto": provider.name(), "seconds": secs,
-                    "inner": match inner { InnerFamily::Ipv4 => "ipv4", InnerFamily::Ipv6 => "ipv6" },
+                    "inner": family_name(inner), "outer": family_name(outer),
                 }));
             }
         }

@@ -53,6 +53,7 @@ echo "== demo: offline (captures) and the live test bed (the README's main comma
 "$lab" testbed
 echo "== benchmark smoke run"
 "$lab" bench dataplane --quick --sizes 64 --algs aes-128-gcm
+"$lab" bench dataplane --quick --sizes 78 --algs aes-128-gcm --inner ipv6 --outer ipv6
 "$lab" bench spd --quick
 secs=${ESPGW_FUZZ_SECONDS:-20}
 if [ "$secs" != 0 ]; then

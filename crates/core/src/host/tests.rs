@@ -33,6 +33,26 @@ fn arp_request(target: [u8; 4]) -> Vec<u8> {
     f
 }
 
+/// The decision taken from the pipeline's read of a frame's header (`info`) is the one
+/// the fast path took on the frame itself (`fast`), and none on a port that does not
+/// exist. Returns whether the read decided.
+fn read_decides_as_fast(
+    info: &IpInfo,
+    fast: Option<(Triage, bool)>,
+    t: &Tables,
+    hop: HopLimit,
+    f: &[u8],
+) -> bool {
+    let from_read = triage_parsed(info, 0, t, hop);
+    assert_eq!(
+        from_read.map(|due| (Triage::Pipeline, due)),
+        fast.filter(|v| v.0 == Triage::Pipeline),
+        "{f:02x?}"
+    );
+    assert_eq!(triage_parsed(info, 1, t, hop), None, "port out of range");
+    from_read.is_some()
+}
+
 /// The fast path decides exactly as the general one does, byte for byte, wherever it
 /// decides at all: random IPv4 frames (local or not, multicast, fragments, options,
 /// short or long lengths, every TTL and protocol mix, checksum right or not) through both.
@@ -80,15 +100,8 @@ fn ipv4_fast_path_agrees_with_the_general_path() {
             // The decision from the pipeline's read of the header is the fast path's,
             // wherever that read succeeds (the common frame with its checksum right).
             if let Some(info) = crate::flow::parse_ipv4_no_options(&f[14..]) {
-                let from_read = triage_parsed(&info, 0, &t, hop);
                 let fast = ipv4_fast(&f, &t, hop);
-                assert_eq!(
-                    from_read.map(|due| (Triage::Pipeline, due)),
-                    fast.filter(|v| v.0 == Triage::Pipeline),
-                    "{f:02x?}"
-                );
-                assert_eq!(triage_parsed(&info, 1, &t, hop), None, "port out of range");
-                read_decided += usize::from(from_read.is_some());
+                read_decided += usize::from(read_decides_as_fast(&info, fast, &t, hop, &f));
             }
             let mut fast = f.clone();
             let Some((verdict, ttl_due)) = ipv4_fast(&fast, &t, hop) else {
@@ -161,15 +174,8 @@ fn ipv6_fast_path_agrees_with_the_general_path() {
         f[38..54].copy_from_slice(&dsts[rng.gen_range(0..dsts.len())].to_be_bytes());
         for hop in [HopLimit::Decrement, HopLimit::Keep] {
             if let Some(info) = crate::flow::parse_ipv6_no_extensions(&f[14..]) {
-                let from_read = triage_parsed(&info, 0, &t, hop);
                 let fast = ipv6_fast(&f, &t, hop);
-                assert_eq!(
-                    from_read.map(|due| (Triage::Pipeline, due)),
-                    fast.filter(|v| v.0 == Triage::Pipeline),
-                    "{f:02x?}"
-                );
-                assert_eq!(triage_parsed(&info, 1, &t, hop), None, "port out of range");
-                read_decided += usize::from(from_read.is_some());
+                read_decided += usize::from(read_decides_as_fast(&info, fast, &t, hop, &f));
             }
             let mut fast = f.clone();
             let Some((verdict, hop_due)) = ipv6_fast(&fast, &t, hop) else {

@@ -137,6 +137,26 @@ mod tests {
         Tables::build(&c, espgw_crypto::default_provider().as_ref(), None).unwrap()
     }
 
+    /// `frame` through the front of the pass and through the host stage's triage then
+    /// `ingress`: the same answer, and the packet left the same.
+    fn front_agrees_with_the_views(
+        frame: &[u8],
+        port: u16,
+        hop: HopLimit,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let (t, cache) = (one_port_tables(), NeighbourCache::default());
+        let (mut fast, mut views) = (Packet::new(), Packet::new());
+        fast.load(frame).unwrap();
+        views.load(frame).unwrap();
+        let got = front(&mut fast, port, &t, &cache, hop);
+        proptest::prop_assert_eq!(
+            &got,
+            &front_through_views(&mut views, port, &t, &cache, hop)
+        );
+        proptest::prop_assert_eq!(fast.data(), views.data());
+        Ok(())
+    }
+
     proptest::proptest! {
         /// The front of the pass answers as the host stage's triage and then `ingress`
         /// do, and leaves the packet as they do: IPv4 frames to the gateway or through
@@ -159,8 +179,6 @@ mod tests {
             port in proptest::sample::select(vec![0u16, 0, 0, 1]),
             keep_ttl: bool,
         ) {
-            let t = one_port_tables();
-            let cache = NeighbourCache::default();
             let hop = if keep_ttl { HopLimit::Keep } else { HopLimit::Decrement };
             let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
             f.extend_from_slice(&ethertype.to_be_bytes());
@@ -182,12 +200,7 @@ mod tests {
             if let Some(cut) = cut {
                 f.truncate(cut);
             }
-            let (mut fast, mut views) = (Packet::new(), Packet::new());
-            fast.load(&f).unwrap();
-            views.load(&f).unwrap();
-            let got = front(&mut fast, port, &t, &cache, hop);
-            proptest::prop_assert_eq!(&got, &front_through_views(&mut views, port, &t, &cache, hop));
-            proptest::prop_assert_eq!(fast.data(), views.data());
+            front_agrees_with_the_views(&f, port, hop)?;
         }
     }
 
@@ -214,8 +227,6 @@ mod tests {
             port in proptest::sample::select(vec![0u16, 0, 0, 1]),
             keep_hop_limit: bool,
         ) {
-            let t = one_port_tables();
-            let cache = NeighbourCache::default();
             let hop = if keep_hop_limit { HopLimit::Keep } else { HopLimit::Decrement };
             let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd];
             let plen = (body.len() as i32 + length_skew).max(0) as u16;
@@ -228,12 +239,7 @@ mod tests {
             if let Some(cut) = cut {
                 f.truncate(cut);
             }
-            let (mut fast, mut views) = (Packet::new(), Packet::new());
-            fast.load(&f).unwrap();
-            views.load(&f).unwrap();
-            let got = front(&mut fast, port, &t, &cache, hop);
-            proptest::prop_assert_eq!(&got, &front_through_views(&mut views, port, &t, &cache, hop));
-            proptest::prop_assert_eq!(fast.data(), views.data());
+            front_agrees_with_the_views(&f, port, hop)?;
         }
 
         /// `ingress` answers as the views alone do, and leaves the packet where they

@@ -7,9 +7,9 @@
 //! pipeline does and says what to do with it; replies are built in the packet's own
 //! buffer. Every read is bounds-checked: a short or odd frame is dropped, never a panic.
 //!
-//! This file: the triage itself, with the IPv4 fast path every data packet takes, and the
-//! IPv4 half (TTL); `arp` answers and learns ARP; `nd` is the IPv6 half (neighbour
-//! discovery, hop limit); `icmp` builds echo replies and ICMP errors.
+//! This file: the triage itself, with the IPv4 and IPv6 fast paths every data packet
+//! takes, and the IPv4 half (TTL); `arp` answers and learns ARP; `nd` is the IPv6 half
+//! (neighbour discovery, hop limit); `icmp` builds echo replies and ICMP errors.
 
 use std::net::IpAddr;
 

@@ -66,6 +66,14 @@ def test_a_flood_calls_worker_one_in_and_keeps_the_order(busy_join, tmp_path):
     s = spread("gw1")
     # The backlog was seen and judged: a worker called in, or held back for want of CPU.
     assert s["joined"] + s["not_joined_short_of_cpu"] >= 1, s
+    # What the workers waited for their bursts' turns, in the stats and the metrics alike.
+    m = metrics("gw1")
+    waited = [m[f'espgw_ordered_wait_seconds_total{{section="{x}"}}']
+              for x in ("pipeline", "transmit")]
+    assert set(s["waited_ms"]) == {"pipeline", "transmit"}, s
+    assert all(w >= 0 for w in waited), waited
+    # Two workers took one SA's bursts: a later ticket waited for an earlier one's turn.
+    assert s["joined"] == 0 or sum(waited) > 0, (s, waited)
     after = show("gw1", "stats")["per_worker_rx"]
     # Worker 1 read only if it was called in.
     assert s["joined"] >= 1 or after[1] == before[1], (s, before, after)

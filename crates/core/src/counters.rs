@@ -80,6 +80,11 @@ pub struct WorkerCounters {
     pub bypassed: u64,
     /// Drops, indexed by [`DropReason`] as `usize`.
     pub drops: [u64; N_REASONS],
+    /// One input spread over workers in order: nanoseconds this worker waited for its
+    /// bursts' turns in the pipeline's ordered section (sequence numbers, replay window).
+    pub ordered_wait_ns: u64,
+    /// Likewise at transmit (counted by the caller that transmits in ticket order).
+    pub transmit_wait_ns: u64,
 }
 
 impl WorkerCounters {
@@ -104,6 +109,8 @@ impl WorkerCounters {
         self.encrypted += o.encrypted;
         self.decrypted += o.decrypted;
         self.bypassed += o.bypassed;
+        self.ordered_wait_ns += o.ordered_wait_ns;
+        self.transmit_wait_ns += o.transmit_wait_ns;
         for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
             *a += b;
         }

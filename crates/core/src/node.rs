@@ -242,6 +242,12 @@ impl Node {
         self.pipeline.set_ticket(ticket);
     }
 
+    /// Counts `ns` nanoseconds this worker waited for a burst's transmit turn (the caller
+    /// transmits in ticket order: [`crate::order::BurstOrder::transmit`]).
+    pub fn count_transmit_wait(&mut self, ns: u64) {
+        self.pipeline.counters.transmit_wait_ns += ns;
+    }
+
     /// Runs the frames received on `port` (drained from `frames`) through the whole path;
     /// what to send goes to `tx`.
     pub fn receive(

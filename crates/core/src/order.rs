@@ -19,6 +19,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// How long a waiter spins before it yields its core (a burst takes a few microseconds; a
 /// waiter whose predecessor was descheduled should not burn its time slice).
@@ -41,8 +42,14 @@ impl Turnstile {
     }
 
     /// Waits until it is `ticket`'s turn. Its memory effects see everything the earlier
-    /// tickets did before they passed.
-    pub fn wait(&self, ticket: u64) {
+    /// tickets did before they passed. Returns how long it waited, in nanoseconds: 0 when
+    /// it was the ticket's turn at the first look (the clock is read only when it was not,
+    /// so a worker that never waits pays nothing for the measurement).
+    pub fn wait(&self, ticket: u64) -> u64 {
+        if self.next.load(Ordering::Acquire) == ticket {
+            return 0;
+        }
+        let start = Instant::now();
         let mut spins = 0u32;
         while self.next.load(Ordering::Acquire) != ticket {
             if spins < SPINS_BEFORE_YIELD {
@@ -52,6 +59,8 @@ impl Turnstile {
                 std::thread::yield_now();
             }
         }
+        // At least 1: it did wait, however briefly the clock says.
+        (start.elapsed().as_nanos() as u64).max(1)
     }
 
     /// Ends `ticket`'s turn (after [`Turnstile::wait`]): the next ticket may go.
@@ -60,9 +69,11 @@ impl Turnstile {
     }
 
     /// Waits for `ticket`'s turn and passes at once: a burst with nothing to order.
-    pub fn skip(&self, ticket: u64) {
-        self.wait(ticket);
+    /// Returns how long it waited ([`Turnstile::wait`]).
+    pub fn skip(&self, ticket: u64) -> u64 {
+        let waited = self.wait(ticket);
         self.pass(ticket);
+        waited
     }
 
     /// The ticket whose turn it is.
@@ -131,5 +142,26 @@ mod tests {
         assert_eq!(seen.len(), 2000);
         assert!(seen.iter().enumerate().all(|(i, &t)| t == i as u64));
         assert_eq!(order.transmit.next(), 2000);
+    }
+
+    /// A ticket whose turn it is waits 0 ns; one whose predecessor holds the turn for a
+    /// while reports at least that while.
+    #[test]
+    fn a_wait_reports_how_long_it_waited() {
+        let t = Arc::new(Turnstile::starting_at(0));
+        assert_eq!(t.wait(0), 0);
+        let holder = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                t.pass(0);
+            })
+        };
+        let waited = t.wait(1);
+        holder.join().unwrap();
+        assert!(waited >= 15_000_000, "waited {waited} ns");
+        assert!(waited < 5_000_000_000, "waited {waited} ns");
+        t.pass(1);
+        assert_eq!(t.skip(2), 0);
     }
 }

@@ -198,7 +198,7 @@ impl Pipeline {
     /// ordered section, so that later bursts do not wait for it.
     pub fn skip_ticket(&mut self) {
         if let (Some(o), Some(t)) = (&self.order, self.ticket.take()) {
-            o.skip(t);
+            self.counters.ordered_wait_ns += o.skip(t);
         }
     }
 
@@ -210,7 +210,7 @@ impl Pipeline {
         let order = self.order.take();
         match (&order, self.ticket.take()) {
             (Some(o), Some(t)) => {
-                o.wait(t);
+                self.counters.ordered_wait_ns += o.wait(t);
                 section(self);
                 o.pass(t);
             }

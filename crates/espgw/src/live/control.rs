@@ -377,6 +377,11 @@ fn show_ports(t: &Tables, shared: &Shared) -> Value {
     )
 }
 
+/// Nanoseconds as whole milliseconds.
+fn ns_to_ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
 /// The gateway's totals.
 fn show_stats(t: &Tables, shared: &Shared) -> Value {
     let tot = shared.totals();
@@ -415,6 +420,11 @@ fn show_stats(t: &Tables, shared: &Shared) -> Value {
             "joined": c.joins(),
             "stepped_back": c.leaves(),
             "not_joined_short_of_cpu": c.contended(),
+            // Time the workers waited for their bursts' turns (summed over workers).
+            "waited_ms": {
+                "pipeline": ns_to_ms(tot.pipeline.ordered_wait_ns),
+                "transmit": ns_to_ms(tot.pipeline.transmit_wait_ns),
+            },
         })),
     })
 }

@@ -120,6 +120,23 @@ fn render_spread(o: &mut String, shared: &Shared) {
         "espgw_ordered_spread_changes_total{{change=\"not_joined_short_of_cpu\"}} {}",
         c.contended()
     );
+    family(
+        o,
+        "espgw_ordered_wait_seconds_total",
+        "counter",
+        "Time the workers waited for their bursts' turns, in the pipeline's ordered section and at transmit (summed over workers).",
+    );
+    let tot = shared.totals();
+    for (section, ns) in [
+        ("pipeline", tot.pipeline.ordered_wait_ns),
+        ("transmit", tot.pipeline.transmit_wait_ns),
+    ] {
+        let _ = writeln!(
+            o,
+            "espgw_ordered_wait_seconds_total{{section=\"{section}\"}} {:.6}",
+            ns as f64 / 1e9
+        );
+    }
 }
 
 /// The SA contract (with `--keying-socket`): negotiated SAs installed, deleted and

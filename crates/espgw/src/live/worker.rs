@@ -286,7 +286,8 @@ impl Worker {
             // bounce its shared count between the workers' cores.)
             let order = self.order.take();
             if let Some(o) = &order {
-                o.transmit.wait(t);
+                let waited = o.transmit.wait(t);
+                self.node.count_transmit_wait(waited);
                 self.flush();
                 o.transmit.pass(t);
             }

@@ -17,7 +17,7 @@
 //! flow's payload stamps (the template number) must go forward.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::Barrier;
 
 use espgw_config::{Action, Prefix};
 use espgw_core::order::BurstOrder;
@@ -150,11 +150,12 @@ fn frames_for(
 }
 
 /// What leaves, checked for order. With an ordered input each burst is checked on its own
-/// before its turn to leave, and only its first and last numbers are taken into the
-/// shared check in its turn ([`OrderCheck::append`]): the per-frame reading stays out of
-/// the transmit turnstile, where it would hold up every worker (the benchmark's own work,
-/// not the gateway's). Every pair of consecutive frames of a key is still compared once:
-/// inside a burst by its own check, across bursts by `append`, in transmit order.
+/// before its turn to leave, and only its first and last numbers per key are kept, with
+/// its ticket ([`Worker::ends`]); once the trial is over the ends of every worker's bursts
+/// are joined in ticket order, which is transmit order ([`join_in_ticket_order`]). So the
+/// benchmark's own check adds nothing to the transmit turnstile, where it would hold up
+/// every worker (the gateway has no such check). Every pair of consecutive frames of a key
+/// is still compared once: inside a burst by its own check, across bursts when the ends are joined.
 #[derive(Default)]
 struct OrderCheck {
     /// Per SPI (outbound) or source address (inbound): the first and the last number seen.
@@ -252,18 +253,29 @@ impl OrderCheck {
         }
     }
 
-    /// Takes in `later`, the check of the frames that left next (a burst checked on its
-    /// own): each key's first number there must follow its last here.
-    fn append(&mut self, dir: Direction, later: &OrderCheck, next_of: &[usize]) {
-        self.checked += later.checked;
-        self.reordered += later.reordered;
-        self.gaps += later.gaps;
-        for &(key, first, last) in &later.seen {
+    /// Takes in the first and last numbers per key of the frames that left next.
+    fn append_ends(&mut self, dir: Direction, ends: &[(u32, u64, u64)], next_of: &[usize]) {
+        for &(key, first, last) in ends {
             if let Some(l) = self.swap(key, last) {
                 self.follow(dir, l, first, next_of);
             }
         }
     }
+}
+
+/// The first and last number per key of one ordered burst, by ticket: what joins it to
+/// the bursts that left before and after it.
+type BurstEnds = Vec<(u64, (u32, u64, u64))>;
+
+/// Joins every worker's burst ends in ticket order (transmit order) into one check.
+fn join_in_ticket_order(dir: Direction, mut ends: BurstEnds, next_of: &[usize]) -> OrderCheck {
+    // Stable: a burst's keys keep their order.
+    ends.sort_by_key(|&(ticket, _)| ticket);
+    let mut c = OrderCheck::default();
+    for (_, e) in ends {
+        c.append_ends(dir, &[e], next_of);
+    }
+    c
 }
 
 /// For each template, the index of the next template of the same flow (source and
@@ -288,6 +300,10 @@ pub struct MultiTrial {
     pub reordered: u64,
     pub gaps: u64,
     pub dropped: u64,
+    /// Of the workers' time, the share spent waiting for turns in the pipeline's ordered
+    /// section and at transmit.
+    pub pipeline_wait: f64,
+    pub transmit_wait: f64,
 }
 
 /// A worker's input frames and their flow order (see [`next_of_flow`]).
@@ -314,12 +330,15 @@ fn multi_trial(
     let n = inputs.len();
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(Barrier::new(n + 1));
-    let shared_check = Arc::new(Mutex::new(OrderCheck::default()));
+    let next_of = inputs
+        .first()
+        .map(|i| i.next_of.clone())
+        .unwrap_or_default();
     let handles: Vec<_> = inputs
         .into_iter()
         .map(|input| {
             let (t, stop, ready) = (tables.clone(), stop.clone(), ready.clone());
-            let (order, shared_check) = (order.clone(), shared_check.clone());
+            let order = order.clone();
             std::thread::spawn(move || {
                 if let Some(c) = input.cpu {
                     core_affinity::set_for_current(c);
@@ -331,7 +350,7 @@ fn multi_trial(
                     tx: Transmit::new(t.ports.len(), burst),
                     order,
                     check: OrderCheck::default(),
-                    shared_check,
+                    ends: Vec::new(),
                     burst_check: OrderCheck::default(),
                     dir,
                     port,
@@ -345,7 +364,7 @@ fn multi_trial(
                     w.burst_through();
                 }
                 w.check = OrderCheck::default();
-                let drops_before = w.node.counters().total_drops();
+                let before = w.node.counters().clone();
                 ready.wait();
                 let mut fwd = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -353,8 +372,14 @@ fn multi_trial(
                         fwd += w.burst_through();
                     }
                 }
-                let dropped = w.node.counters().total_drops() - drops_before;
-                (fwd, dropped, w.check)
+                let after = w.node.counters();
+                let spent = WorkerSpent {
+                    forwarded: fwd,
+                    dropped: after.total_drops() - before.total_drops(),
+                    pipeline_wait_ns: after.ordered_wait_ns - before.ordered_wait_ns,
+                    transmit_wait_ns: after.transmit_wait_ns - before.transmit_wait_ns,
+                };
+                (spent, w.check, w.ends)
             })
         })
         .collect();
@@ -369,23 +394,42 @@ fn multi_trial(
         reordered: 0,
         gaps: 0,
         dropped: 0,
+        pipeline_wait: 0.0,
+        transmit_wait: 0.0,
     };
-    let mut fwd = 0;
+    let (mut fwd, mut pipeline_ns, mut transmit_ns) = (0, 0, 0);
+    let mut ends = BurstEnds::new();
+    let mut joined = Vec::new();
     for h in handles {
-        let (f, d, c) = h.join().map_err(|_| "a worker panicked")?;
-        fwd += f;
-        r.dropped += d;
+        joined.push(h.join().map_err(|_| "a worker panicked")?);
+    }
+    let el = start.elapsed().as_secs_f64();
+    for (spent, c, e) in joined {
+        fwd += spent.forwarded;
+        r.dropped += spent.dropped;
+        pipeline_ns += spent.pipeline_wait_ns;
+        transmit_ns += spent.transmit_wait_ns;
         r.checked += c.checked;
         r.reordered += c.reordered;
         r.gaps += c.gaps;
+        ends.extend(e);
     }
-    let el = start.elapsed().as_secs_f64();
-    let c = shared_check.lock().unwrap_or_else(|e| e.into_inner());
-    r.checked += c.checked;
+    let c = join_in_ticket_order(dir, ends, &next_of);
     r.reordered += c.reordered;
     r.gaps += c.gaps;
     r.pps = fwd as f64 / el;
+    let worker_ns = el * 1e9 * n as f64;
+    r.pipeline_wait = pipeline_ns as f64 / worker_ns;
+    r.transmit_wait = transmit_ns as f64 / worker_ns;
     Ok(r)
+}
+
+/// What one worker did in a trial's timed part.
+struct WorkerSpent {
+    forwarded: u64,
+    dropped: u64,
+    pipeline_wait_ns: u64,
+    transmit_wait_ns: u64,
 }
 
 /// One worker thread's state.
@@ -395,11 +439,13 @@ struct Worker {
     pkts: Vec<espgw_core::packet::Packet>,
     tx: Transmit,
     order: Option<Arc<BurstOrder>>,
-    /// This worker's own check (hash spread: its SAs are its own).
+    /// This worker's own check (hash spread: its SAs are its own; an ordered input: the
+    /// counts inside each of its bursts).
     check: OrderCheck,
-    /// The check of an ordered input, in transmit order.
-    shared_check: Arc<Mutex<OrderCheck>>,
-    /// An ordered input: the check of the burst at hand, made before its turn.
+    /// An ordered input: the first and last numbers per key of each burst this worker
+    /// sent, by ticket, joined with the other workers' after the trial.
+    ends: BurstEnds,
+    /// An ordered input: the check of the burst at hand.
     burst_check: OrderCheck,
     dir: Direction,
     port: u16,
@@ -437,12 +483,15 @@ impl Worker {
             (Some(o), Some(t)) => {
                 self.burst_check.clear();
                 out.check(&mut self.burst_check);
-                o.transmit.wait(t);
-                let mut c = self.shared_check.lock().unwrap_or_else(|e| e.into_inner());
-                c.append(self.dir, &self.burst_check, &self.next_of);
-                drop(c);
+                let waited = o.transmit.wait(t);
                 let sent = out.send();
                 o.transmit.pass(t);
+                out.node.count_transmit_wait(waited);
+                let b = &self.burst_check;
+                self.check.checked += b.checked;
+                self.check.reordered += b.reordered;
+                self.check.gaps += b.gaps;
+                self.ends.extend(b.seen.iter().map(|&e| (t, e)));
                 sent
             }
             _ => {
@@ -571,8 +620,9 @@ pub fn dataplane_workers(
         if args.pin { ", workers pinned" } else { "" }
     );
     println!("spread: ordered = one input in arrival order (tickets; sequence numbers and transmit in order), hash = each SA on one worker");
+    println!("waiting: the share of the workers' time spent waiting for a burst's turn in the pipeline's ordered section / at transmit");
     println!(
-        "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8} {:>8} {:>10} {:>9} {:>5}",
+        "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8} {:>8} {:>10} {:>9} {:>5} {:>13}",
         "algorithm",
         "frame",
         "direction",
@@ -583,7 +633,8 @@ pub fn dataplane_workers(
         "scaling",
         "per worker",
         "reordered",
-        "gaps"
+        "gaps",
+        "waiting"
     );
     let mut records = Vec::new();
     for alg_name in bench_names(algs) {
@@ -616,7 +667,7 @@ pub fn dataplane_workers(
                         }
                         let scaling = one.map(|o| r.pps / o);
                         println!(
-                            "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5}{}",
+                            "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5} {:>5.1}% {:>5.1}%{}",
                             alg_name,
                             size,
                             dname,
@@ -628,6 +679,8 @@ pub fn dataplane_workers(
                             scaling.map_or("-".into(), |s| format!("{:.2}", s / n as f64)),
                             r.reordered,
                             r.gaps,
+                            r.pipeline_wait * 100.0,
+                            r.transmit_wait * 100.0,
                             if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() }
                         );
                         records.push(json!({
@@ -636,6 +689,7 @@ pub fn dataplane_workers(
                             "mpps": r.pps / 1e6, "scaling": scaling, "efficiency": scaling.map(|s| s / n as f64),
                             "checked": r.checked, "reordered": r.reordered, "gaps": r.gaps,
                             "dropped": r.dropped, "seconds": secs, "pinned": args.pin,
+                            "waiting_pipeline": r.pipeline_wait, "waiting_transmit": r.transmit_wait,
                         }));
                     }
                 }
@@ -689,10 +743,11 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// An ordered input's check (each burst checked on its own, then appended in
-        /// transmit order) counts exactly what one check of the whole stream counts:
-        /// outbound over random sequence numbers of a few SAs, inbound over random
-        /// templates of two SAs' flows, cut into random bursts.
+        /// An ordered input's check (each burst checked on its own, its ends kept by
+        /// ticket by the worker that sent it, the ends of all workers joined in ticket
+        /// order) counts exactly what one check of the whole stream counts: outbound over
+        /// random sequence numbers of a few SAs, inbound over random templates of two SAs'
+        /// flows, cut into random bursts, the bursts dealt to three workers in turn.
         #[test]
         fn checking_burst_by_burst_counts_what_the_whole_stream_does(
             esp in proptest::collection::vec((1u32..4, 1u32..40), 0..120),
@@ -710,20 +765,29 @@ mod tests {
                 for f in &frames {
                     whole.frame(dir, f, &next_of);
                 }
-                let (mut shared, mut burst) = (OrderCheck::default(), OrderCheck::default());
+                let mut burst = OrderCheck::default();
+                let mut inside = (0, 0, 0);
+                let mut workers: [BurstEnds; 3] = Default::default();
                 let mut rest = &frames[..];
                 let mut cut = cuts.iter().cycle();
+                let mut ticket = 0u64;
                 while !rest.is_empty() {
                     let n = (*cut.next().unwrap()).min(rest.len());
                     burst.clear();
                     for f in &rest[..n] {
                         burst.frame(dir, f, &next_of);
                     }
-                    shared.append(dir, &burst, &next_of);
+                    inside.0 += burst.checked;
+                    inside.1 += burst.reordered;
+                    inside.2 += burst.gaps;
+                    workers[ticket as usize % 3].extend(burst.seen.iter().map(|&e| (ticket, e)));
                     rest = &rest[n..];
+                    ticket += 1;
                 }
+                let ends: BurstEnds = workers.into_iter().flatten().collect();
+                let joined = join_in_ticket_order(dir, ends, &next_of);
                 proptest::prop_assert_eq!(
-                    (shared.checked, shared.reordered, shared.gaps),
+                    (inside.0, inside.1 + joined.reordered, inside.2 + joined.gaps),
                     (whole.checked, whole.reordered, whole.gaps),
                     "{:?}", dir
                 );

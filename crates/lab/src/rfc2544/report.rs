@@ -92,15 +92,19 @@ impl GatewayStats {
     }
 
     /// One line, e.g. "espgw 64 gw1: per-worker rx [812345, 790000]; ordered spread:
-    /// engaged 2, joined 1, stepped back 0, not joined short of CPU 3; drops none".
+    /// engaged 2, joined 1, stepped back 0, not joined short of CPU 3, waited pipeline 12 ms,
+    /// transmit 40 ms; drops none".
     pub fn describe(&self) -> String {
+        let null = &serde_json::Value::Null;
         let spread = match self.ordered_spread.as_object() {
             Some(o) => format!(
-                "ordered spread: engaged {}, joined {}, stepped back {}, not joined short of CPU {}",
-                o.get("engaged").unwrap_or(&serde_json::Value::Null),
-                o.get("joined").unwrap_or(&serde_json::Value::Null),
-                o.get("stepped_back").unwrap_or(&serde_json::Value::Null),
-                o.get("not_joined_short_of_cpu").unwrap_or(&serde_json::Value::Null),
+                "ordered spread: engaged {}, joined {}, stepped back {}, not joined short of CPU {}, waited pipeline {} ms, transmit {} ms",
+                o.get("engaged").unwrap_or(null),
+                o.get("joined").unwrap_or(null),
+                o.get("stepped_back").unwrap_or(null),
+                o.get("not_joined_short_of_cpu").unwrap_or(null),
+                o.get("waited_ms").and_then(|w| w.get("pipeline")).unwrap_or(null),
+                o.get("waited_ms").and_then(|w| w.get("transmit")).unwrap_or(null),
             ),
             None => "no ordered spread".to_string(),
         };
@@ -731,7 +735,8 @@ mod tests {
             "rx_packets": 5,
             "per_worker_rx": [900, 100],
             "ordered_spread": {"join": "busy", "engaged": 1, "joined": 2, "stepped_back": 2,
-                               "not_joined_short_of_cpu": 7},
+                               "not_joined_short_of_cpu": 7,
+                               "waited_ms": {"pipeline": 12, "transmit": 40}},
             "drops": {"replay": 3, "no_sa": 0},
         });
         let s = GatewayStats::from_show_stats("64", "gw2", &v);
@@ -740,7 +745,8 @@ mod tests {
         assert_eq!(
             s.describe(),
             "espgw 64 gw2: per-worker rx [900, 100]; ordered spread: engaged 1, joined 2, \
-             stepped back 2, not joined short of CPU 7; drops replay 3"
+             stepped back 2, not joined short of CPU 7, waited pipeline 12 ms, transmit 40 ms; \
+             drops replay 3"
         );
         // Hash fanout has no crew; a gateway that answered nothing useful gives empty fields.
         let s = GatewayStats::from_show_stats("1518", "gw1", &serde_json::json!({}));

@@ -138,6 +138,10 @@ impl ReplayWindow {
     }
 
     /// Checks `seq` and records it. Call only for authenticated packets.
+    // Inlined into the caller's loop (the common cases are a few instructions; as a call,
+    // the loop spilled and reloaded its registers around it for every packet), the rest
+    // out of line.
+    #[inline]
     pub fn check_and_update(&mut self, seq: u64) -> bool {
         if self.size == 0 {
             // Anti-replay off: every number but 0 passes; the top is still kept, since ESN
@@ -159,6 +163,13 @@ impl ReplayWindow {
                 return true;
             }
         }
+        self.check_and_update_general(seq)
+    }
+
+    /// [`ReplayWindow::check_and_update`] for any number: a late one, a jump ahead, a
+    /// duplicate.
+    #[inline(never)]
+    fn check_and_update_general(&mut self, seq: u64) -> bool {
         if !self.check(seq) {
             return false;
         }

@@ -304,6 +304,9 @@ pub struct MultiTrial {
     /// section and at transmit.
     pub pipeline_wait: f64,
     pub transmit_wait: f64,
+    /// Each worker's own rate, Mpps (uneven CPUs show here: in the hash spread each
+    /// worker's rate is its CPU's; in the ordered spread, the bursts it took).
+    pub per_worker_mpps: Vec<f64>,
 }
 
 /// A worker's input frames and their flow order (see [`next_of_flow`]).
@@ -396,6 +399,7 @@ fn multi_trial(
         dropped: 0,
         pipeline_wait: 0.0,
         transmit_wait: 0.0,
+        per_worker_mpps: Vec::new(),
     };
     let (mut fwd, mut pipeline_ns, mut transmit_ns) = (0, 0, 0);
     let mut ends = BurstEnds::new();
@@ -406,6 +410,7 @@ fn multi_trial(
     let el = start.elapsed().as_secs_f64();
     for (spent, c, e) in joined {
         fwd += spent.forwarded;
+        r.per_worker_mpps.push(spent.forwarded as f64 / el / 1e6);
         r.dropped += spent.dropped;
         pipeline_ns += spent.pipeline_wait_ns;
         transmit_ns += spent.transmit_wait_ns;
@@ -596,6 +601,17 @@ fn inputs(
     }
 }
 
+/// With several workers, their slowest and fastest rate, for the end of the table's line
+/// (e.g. "  workers 3.10-5.42 Mpps").
+fn slowest_and_fastest(per_worker: &[f64]) -> String {
+    if per_worker.len() < 2 {
+        return String::new();
+    }
+    let lo = per_worker.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_worker.iter().copied().fold(0.0, f64::max);
+    format!("  workers {lo:.2}-{hi:.2} Mpps")
+}
+
 /// The multi-worker benchmark: every algorithm, size, direction and SA count, on each
 /// worker count, with the scaling against the one-worker rate.
 #[allow(clippy::too_many_arguments)]
@@ -667,7 +683,7 @@ pub fn dataplane_workers(
                         }
                         let scaling = one.map(|o| r.pps / o);
                         println!(
-                            "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5} {:>5.1}% {:>5.1}%{}",
+                            "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5} {:>5.1}% {:>5.1}%{}{}",
                             alg_name,
                             size,
                             dname,
@@ -681,6 +697,7 @@ pub fn dataplane_workers(
                             r.gaps,
                             r.pipeline_wait * 100.0,
                             r.transmit_wait * 100.0,
+                            slowest_and_fastest(&r.per_worker_mpps),
                             if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() }
                         );
                         records.push(json!({
@@ -690,6 +707,7 @@ pub fn dataplane_workers(
                             "checked": r.checked, "reordered": r.reordered, "gaps": r.gaps,
                             "dropped": r.dropped, "seconds": secs, "pinned": args.pin,
                             "waiting_pipeline": r.pipeline_wait, "waiting_transmit": r.transmit_wait,
+                            "per_worker_mpps": r.per_worker_mpps,
                         }));
                     }
                 }
@@ -713,6 +731,15 @@ mod tests {
         f[34..38].copy_from_slice(&spi.to_be_bytes());
         f[38..42].copy_from_slice(&seq.to_be_bytes());
         f
+    }
+
+    #[test]
+    fn the_line_names_the_slowest_and_the_fastest_worker() {
+        assert_eq!(slowest_and_fastest(&[4.0]), "");
+        assert_eq!(
+            slowest_and_fastest(&[5.421, 3.1, 4.0]),
+            "  workers 3.10-5.42 Mpps"
+        );
     }
 
     #[test]

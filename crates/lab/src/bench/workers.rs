@@ -264,7 +264,8 @@ impl OrderCheck {
 }
 
 /// The first and last number per key of one ordered burst, by ticket: what joins it to
-/// the bursts that left before and after it.
+/// the bursts that left before and after it. Kept for the whole trial: 32 bytes per burst
+/// and key, about 8 MB for 0.5 s of one SA at 30 Mpps in bursts of 64.
 type BurstEnds = Vec<(u64, (u32, u64, u64))>;
 
 /// Joins every worker's burst ends in ticket order (transmit order) into one check.

@@ -44,7 +44,15 @@ def two_workers(request):
 
 def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     # Both workers, pinned, confined (sched_setaffinity is in the filter's list).
-    assert_confined(int((STATE / "gw1.pid").read_text()))
+    pid = int((STATE / "gw1.pid").read_text())
+    assert_confined(pid)
+    # Each worker runs its own instance of intel-ipsec-mb, loaded before the confinement:
+    # two in-memory copies of the library mapped (the library writes a process-wide
+    # variable on every call, a cache line the workers would otherwise share).
+    assert "event=crypto_instances" in (STATE / "gw1.log").read_text()
+    copies = {line.split()[4] for line in open(f"/proc/{pid}/maps")
+              if "memfd:ipsec-mb-instance" in line}
+    assert len(copies) == 2, copies
     # Addresses resolved before the measured traffic: a packet held for ARP waits in the
     # worker that saw it, and may leave after packets another worker sent once the reply
     # was in (the one exception to the ordered spread's order; README).

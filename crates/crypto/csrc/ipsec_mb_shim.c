@@ -6,6 +6,15 @@
  * versions. Compiling this file against the installed header keeps Rust's FFI
  * surface to a handful of plain functions with stable, simple signatures.
  */
+#define _GNU_SOURCE /* memfd_create, dladdr, RTLD_DEEPBIND */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <intel-ipsec-mb.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -53,6 +62,112 @@ void espgw_mb_free(IMB_MGR *m)
 {
     if (m != NULL)
         free_mb_mgr(m);
+}
+
+/*
+ * A manager from a private instance of the library: the library loaded once more, from an
+ * in-memory copy of its file (a new inode, so the dynamic loader does not hand back the
+ * instance already loaded), with RTLD_DEEPBIND so that the copy's calls into itself stay in
+ * the copy. The manager's function pointers then run the copy's code, which writes the
+ * copy's globals. Why: intel-ipsec-mb 1.3 writes its process-wide errno on every call, job
+ * API and direct API alike, so workers sharing one instance write one cache line per packet
+ * from every core.
+ *
+ * The copy's descriptor stays open while the instance is loaded: the loader also knows
+ * objects by the name they were opened with ("/proc/self/fd/N"), and a number closed and
+ * given to the next copy would hand that one the earlier instance.
+ */
+struct espgw_instance {
+    void *handle;
+    int fd;
+};
+
+void espgw_mb_free_instance(IMB_MGR *m, struct espgw_instance *inst);
+
+IMB_MGR *espgw_mb_new_instance(struct espgw_instance **out)
+{
+    Dl_info di;
+    struct stat st;
+    char path[64];
+    int src = -1;
+    IMB_MGR *m = NULL;
+    struct espgw_instance *inst = calloc(1, sizeof(*inst));
+
+    *out = NULL;
+#ifdef __SANITIZE_ADDRESS__
+    /* AddressSanitizer's runtime refuses RTLD_DEEPBIND (it would end the process): under
+     * it (scripts/asan-shims.sh) every thread shares the process's instance. */
+    free(inst);
+    return NULL;
+#endif
+    if (inst == NULL)
+        return NULL;
+    inst->fd = -1;
+    if (!dladdr((void *)alloc_mb_mgr, &di) || di.dli_fname == NULL)
+        goto fail;
+    src = open(di.dli_fname, O_RDONLY | O_CLOEXEC);
+    if (src < 0 || fstat(src, &st) != 0)
+        goto fail;
+    inst->fd = memfd_create("ipsec-mb-instance", MFD_CLOEXEC);
+    if (inst->fd < 0)
+        goto fail;
+    for (off_t done = 0; done < st.st_size;) {
+        ssize_t n = sendfile(inst->fd, src, NULL, (size_t)(st.st_size - done));
+        if (n <= 0)
+            goto fail;
+        done += n;
+    }
+    close(src);
+    src = -1;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", inst->fd);
+    inst->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (inst->handle == NULL)
+        goto fail;
+    IMB_MGR *(*alloc)(uint64_t) = (IMB_MGR * (*)(uint64_t)) dlsym(inst->handle, "alloc_mb_mgr");
+    void (*init)(IMB_MGR *, IMB_ARCH *) =
+        (void (*)(IMB_MGR *, IMB_ARCH *))dlsym(inst->handle, "init_mb_mgr_auto");
+    if (alloc == NULL || init == NULL)
+        goto fail;
+    m = alloc(0);
+    if (m == NULL)
+        goto fail;
+    init(m, NULL);
+    if (own_errno(m) != 0)
+        goto fail;
+    *out = inst;
+    return m;
+fail:
+    if (src >= 0)
+        close(src);
+    espgw_mb_free_instance(m, inst);
+    return NULL;
+}
+
+/* Frees a manager of espgw_mb_new_instance (the same libc free() whichever instance
+ * allocated it), then unloads its instance. Either may be NULL. */
+void espgw_mb_free_instance(IMB_MGR *m, struct espgw_instance *inst)
+{
+    espgw_mb_free(m);
+    if (inst == NULL)
+        return;
+    if (inst->handle != NULL)
+        dlclose(inst->handle);
+    if (inst->fd >= 0)
+        close(inst->fd);
+    free(inst);
+}
+
+/* The object whose code this manager's AES-128-GCM runs: its file ("" if unknown) and,
+ * through *base, its load address (0 if unknown). */
+const char *espgw_mb_code_file(const IMB_MGR *m, uintptr_t *base)
+{
+    Dl_info di;
+    *base = 0;
+    if (m == NULL || m->gcm128_enc == NULL || !dladdr((void *)m->gcm128_enc, &di) ||
+        di.dli_fname == NULL)
+        return "";
+    *base = (uintptr_t)di.dli_fbase;
+    return di.dli_fname;
 }
 
 /* Name of the code path the library selected for this CPU. */

@@ -14,9 +14,34 @@
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{with_mgr, GcmKeyData, ImbMgr};
+pub use imp::{this_threads_code, IpsecMbProvider, MbApi, OwnInstance};
 #[cfg(espgw_ipsec_mb)]
-pub use imp::{IpsecMbProvider, MbApi};
+pub(crate) use imp::{with_mgr, GcmKeyData, ImbMgr};
+
+/// Stands in when espgw is built without intel-ipsec-mb: there is no library to load a
+/// private instance of, so [`OwnInstance::load`] always says so. (A struct no caller can
+/// make rather than an empty enum, so that callers' code after `load` stays reachable.)
+#[cfg(not(espgw_ipsec_mb))]
+pub struct OwnInstance {
+    _none: (),
+}
+
+#[cfg(not(espgw_ipsec_mb))]
+impl OwnInstance {
+    pub fn load() -> Option<Self> {
+        None
+    }
+    pub fn adopt(self) {}
+    pub fn code(&self) -> (String, usize) {
+        (String::new(), 0)
+    }
+}
+
+/// Without intel-ipsec-mb no thread has a manager.
+#[cfg(not(espgw_ipsec_mb))]
+pub fn this_threads_code() -> Option<(String, usize)> {
+    None
+}
 
 /// Stands in when espgw is built without intel-ipsec-mb: an uninhabited type, so no value
 /// of it can exist, yet every caller that names the provider compiles unchanged (the
@@ -59,7 +84,7 @@ impl crate::CryptoProvider for IpsecMbProvider {
 #[cfg(espgw_ipsec_mb)]
 mod imp {
     use std::cell::RefCell;
-    use std::ffi::{c_char, c_int, CStr};
+    use std::ffi::{c_char, c_int, c_void, CStr};
     use std::sync::Arc;
 
     use zeroize::Zeroize;
@@ -110,6 +135,9 @@ mod imp {
     extern "C" {
         fn espgw_mb_new() -> *mut ImbMgr;
         fn espgw_mb_free(m: *mut ImbMgr);
+        fn espgw_mb_new_instance(instance: *mut *mut c_void) -> *mut ImbMgr;
+        fn espgw_mb_free_instance(m: *mut ImbMgr, instance: *mut c_void);
+        fn espgw_mb_code_file(m: *const ImbMgr, base: *mut usize) -> *const c_char;
         fn espgw_mb_arch(m: *mut ImbMgr) -> *const c_char;
         fn espgw_gcm_key_size() -> usize;
         fn espgw_gcm_precompute(
@@ -136,14 +164,83 @@ mod imp {
         ) -> c_int;
     }
 
-    /// A thread's manager; freed with the thread.
-    struct Mgr(*mut ImbMgr);
+    /// A thread's manager; freed with the thread. `instance` is the private instance of
+    /// the library it came from ([`OwnInstance`]), null for the process's shared one.
+    struct Mgr {
+        ptr: *mut ImbMgr,
+        instance: *mut c_void,
+    }
 
     impl Drop for Mgr {
         fn drop(&mut self) {
-            // SAFETY: the pointer came from espgw_mb_new, is non-null, and is freed once.
-            unsafe { espgw_mb_free(self.0) }
+            // SAFETY: the pointer came from espgw_mb_new (instance null) or from
+            // espgw_mb_new_instance with this instance handle, is non-null, and is freed
+            // once; nothing uses the manager or the instance's code after this.
+            unsafe {
+                if self.instance.is_null() {
+                    espgw_mb_free(self.ptr)
+                } else {
+                    espgw_mb_free_instance(self.ptr, self.instance)
+                }
+            }
         }
+    }
+
+    /// A manager that runs a private instance of the library, for one worker thread.
+    ///
+    /// intel-ipsec-mb 1.3 writes a process-wide variable (its errno) on every call, job
+    /// API and direct API alike, so the workers of one process sharing the library write
+    /// one cache line per packet from every core: on the 16-core measurement host, 8
+    /// workers in one process carried 0.62-0.72 of what 8 one-worker processes did
+    /// (docs/performance.md). A private instance is the library loaded again from an
+    /// in-memory copy of its file, with its own globals: 12.8 MB of memory per worker.
+    ///
+    /// Made ahead, where the process may still open files and map code (before
+    /// `espgw run` confines itself), and adopted by the worker thread.
+    pub struct OwnInstance(Mgr);
+
+    // SAFETY: the manager is not tied to the thread that made it; an OwnInstance is only
+    // moved, never shared, and after `adopt` one thread alone uses it.
+    unsafe impl Send for OwnInstance {}
+
+    impl OwnInstance {
+        /// Loads a private instance and makes its manager; `None` where that fails (no
+        /// memfd, the library's file unreadable), and the thread then uses the shared one.
+        pub fn load() -> Option<Self> {
+            let mut instance = std::ptr::null_mut();
+            // SAFETY: the shim writes the handle through the pointer it is given, which
+            // points at a local; it returns NULL (and leaves nothing loaded) on failure.
+            let ptr = unsafe { espgw_mb_new_instance(&mut instance) };
+            (!ptr.is_null()).then_some(OwnInstance(Mgr { ptr, instance }))
+        }
+
+        /// Makes this the calling thread's manager, in place of any it had.
+        pub fn adopt(self) {
+            MGR.with(|cell| *cell.borrow_mut() = Some(self.0));
+        }
+
+        /// The object whose code this manager runs: its file ("/proc/self/fd/N" for a
+        /// private instance, the in-memory copy it was loaded from) and load address.
+        pub fn code(&self) -> (String, usize) {
+            code_of(self.0.ptr)
+        }
+    }
+
+    /// The object whose AES-GCM code manager `m` runs: file and load address.
+    fn code_of(m: *const ImbMgr) -> (String, usize) {
+        let mut base = 0usize;
+        // SAFETY: m is a live manager and base a local; the shim returns a C string owned
+        // by the loader (valid while the object stays loaded) or a static empty one,
+        // copied at once.
+        let file = unsafe { CStr::from_ptr(espgw_mb_code_file(m, &mut base)) }
+            .to_string_lossy()
+            .into_owned();
+        (file, base)
+    }
+
+    /// The object whose code this thread's manager runs (see [`OwnInstance::code`]).
+    pub fn this_threads_code() -> Option<(String, usize)> {
+        with_mgr(|m| code_of(m))
     }
 
     thread_local! {
@@ -160,9 +257,12 @@ mod imp {
                 if p.is_null() {
                     return None;
                 }
-                *slot = Some(Mgr(p));
+                *slot = Some(Mgr {
+                    ptr: p,
+                    instance: std::ptr::null_mut(),
+                });
             }
-            slot.as_ref().map(|m| f(m.0))
+            slot.as_ref().map(|m| f(m.ptr))
         })
     }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use espgw_config::{Config, Format};
 use espgw_core::neighbour::NeighbourCache;
 use espgw_core::Tables;
+use espgw_crypto::ipsec_mb::OwnInstance;
 use espgw_crypto::CryptoProvider;
 use espgw_io::af_packet::{AfPacketPort, Fanout};
 use espgw_io::tun::TunPort;
@@ -458,6 +459,25 @@ fn check_cpus(cpus: &[usize]) -> Result<(), GatewayError> {
     }
 }
 
+/// With several workers on intel-ipsec-mb: one private instance of the library per worker
+/// (see [`OwnInstance`]: the library writes a process-wide variable on every call, a
+/// cache line all the workers would otherwise share), or none where loading one fails,
+/// those workers then sharing the process's instance.
+fn own_crypto_instances(workers: usize, provider: &dyn CryptoProvider) -> Vec<OwnInstance> {
+    if workers < 2 || !provider.name().starts_with("intel-ipsec-mb") {
+        return Vec::new();
+    }
+    let instances: Vec<OwnInstance> = (0..workers).map_while(|_| OwnInstance::load()).collect();
+    if instances.len() < workers {
+        crate::warn!("crypto_instances", "loaded" => instances.len(), "workers" => workers,
+            "effect" => "the other workers share the process's instance of intel-ipsec-mb");
+    } else {
+        crate::info!("crypto_instances", "workers" => workers,
+            "library" => "intel-ipsec-mb, one instance per worker");
+    }
+    instances
+}
+
 /// Starts the gateway's threads (after [`confine::confine`], so each inherits its
 /// credentials and filter): housekeeping, one worker per port set, control, metrics and
 /// signals. Returns the handles to wait for: the workers and housekeeping.
@@ -465,6 +485,7 @@ fn spawn_threads(
     opts: &RunOptions,
     shared: &Arc<Shared>,
     set: ports::Sockets,
+    mut instances: Vec<OwnInstance>,
     control: control::Server,
     metrics_listener: Option<std::net::TcpListener>,
     mut signals: signal_hook::iterator::Signals,
@@ -493,9 +514,13 @@ fn spawn_threads(
     {
         let w = Worker::new(id, shared.clone(), ports, spread);
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
+        let instance = instances.pop();
         handles.push(spawn(
             format!("espgw-worker-{id}"),
             Box::new(move || {
+                if let Some(i) = instance {
+                    i.adopt();
+                }
                 if let Some(c) = core {
                     core_affinity::set_for_current(c);
                 }
@@ -622,6 +647,8 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
             confine::hand_over(a, &give).map_err(GatewayError::Confine)?;
         }
     }
+    // Loaded while the process may still open the library's file and map new code.
+    let instances = own_crypto_instances(workers, provider.as_ref());
     confine::confine(account.as_ref(), opts.seccomp).map_err(GatewayError::Confine)?;
     if let Some(store) = &shared.seq_store {
         // The sequence state must stay writable by the user the gateway now is (a parent
@@ -633,8 +660,16 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
                 after_switch_to: Some(espgw_io::process::effective_uid()),
             })?;
     }
-    let handles = spawn_threads(&opts, &shared, set, control, metrics_listener, signals)
-        .map_err(GatewayError::Threads)?;
+    let handles = spawn_threads(
+        &opts,
+        &shared,
+        set,
+        instances,
+        control,
+        metrics_listener,
+        signals,
+    )
+    .map_err(GatewayError::Threads)?;
     if let Some(server) = keying_server {
         let s = shared.clone();
         std::thread::Builder::new()

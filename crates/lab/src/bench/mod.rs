@@ -74,6 +74,11 @@ pub enum BenchCmd {
         /// With --workers: pin worker i to the i-th CPU.
         #[arg(long)]
         pin: bool,
+        /// With --workers: every worker on the process's one instance of intel-ipsec-mb
+        /// instead of each on its own (the library writes a process-wide variable on every
+        /// call; see the README's "Many cores"). Also what --seccomp runs.
+        #[arg(long)]
+        shared_library: bool,
         /// The protected traffic's family: ipv6 sends UDP over IPv6 between
         /// 2001:db8:100::10 and 2001:db8:113::20, frames of at least 74 bytes. One core only
         /// (not with --workers).
@@ -129,6 +134,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             sas,
             spread,
             pin,
+            shared_library,
             inner,
             outer,
         } => {
@@ -153,6 +159,8 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                     sas,
                     spread: workers::Spread::parse(&spread)?,
                     pin,
+                    // Loading an instance maps code from a new file: not under the filter.
+                    own_instances: !shared_library && !seccomp,
                 };
                 return workers::dataplane_workers(
                     crypto,

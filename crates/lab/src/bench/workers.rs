@@ -56,6 +56,9 @@ pub struct WorkersArgs {
     pub sas: Vec<usize>,
     pub spread: Option<Spread>,
     pub pin: bool,
+    /// Each of several workers runs its own instance of intel-ipsec-mb (as `espgw run`
+    /// does); false: all share the process's one (for comparison, and under seccomp).
+    pub own_instances: bool,
 }
 
 /// The last byte of the far side's address for SA `k`: SA `k` carries the flows to (and
@@ -327,6 +330,7 @@ fn multi_trial(
     dir: Direction,
     inputs: Vec<WorkerInput>,
     order: Option<Arc<BurstOrder>>,
+    own_instances: bool,
     secs: f64,
 ) -> Result<MultiTrial, String> {
     let burst = tables.burst;
@@ -343,7 +347,15 @@ fn multi_trial(
         .map(|input| {
             let (t, stop, ready) = (tables.clone(), stop.clone(), ready.clone());
             let order = order.clone();
+            // As `espgw run` does with several workers: each its own instance of the
+            // crypto library (see `OwnInstance`), loaded here, adopted by the worker.
+            let instance = (own_instances && n > 1)
+                .then(espgw_crypto::ipsec_mb::OwnInstance::load)
+                .flatten();
             std::thread::spawn(move || {
+                if let Some(i) = instance {
+                    i.adopt();
+                }
                 if let Some(c) = input.cpu {
                     core_affinity::set_for_current(c);
                 }
@@ -636,6 +648,14 @@ pub fn dataplane_workers(
         "espgw-lab bench dataplane --workers: the node on N threads, memory ports, bursts of 64, {secs:.1} s per trial, {online} CPUs{}",
         if args.pin { ", workers pinned" } else { "" }
     );
+    println!(
+        "crypto: {}",
+        if args.own_instances {
+            "with several workers, each its own instance of intel-ipsec-mb (as espgw run)"
+        } else {
+            "every worker on the process's one instance of intel-ipsec-mb (--shared-library)"
+        }
+    );
     println!("spread: ordered = one input in arrival order (tickets; sequence numbers and transmit in order), hash = each SA on one worker");
     println!("waiting: the share of the workers' time spent waiting for a burst's turn in the pipeline's ordered section / at transmit");
     println!(
@@ -678,7 +698,7 @@ pub fn dataplane_workers(
                             None => Spread::Hash,
                         };
                         let (ins, order) = inputs(&t2, size, dir, k, n, spread, &cpus)?;
-                        let r = multi_trial(&t1, dir, ins, order, secs)?;
+                        let r = multi_trial(&t1, dir, ins, order, args.own_instances, secs)?;
                         if n == 1 {
                             one = Some(r.pps);
                         }
@@ -834,7 +854,7 @@ mod tests {
         for dir in [Direction::Out, Direction::In] {
             let (ins, order) = inputs(&t2, "imix", dir, 1, 2, Spread::Ordered, &[]).unwrap();
             assert!(order.is_some());
-            let r = multi_trial(&t1, dir, ins, order, 0.2).unwrap();
+            let r = multi_trial(&t1, dir, ins, order, true, 0.2).unwrap();
             assert!(r.checked > 1000, "{dir:?}: {} checked", r.checked);
             assert_eq!((r.reordered, r.gaps, r.dropped), (0, 0, 0), "{dir:?}");
         }

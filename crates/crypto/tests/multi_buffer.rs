@@ -6,8 +6,11 @@
 use std::sync::Arc;
 
 use espgw_crypto::suite::all_esp_suites;
-use espgw_crypto::{esp_key, provider, EspKey, EspOp, ProviderChoice, Suite};
+use espgw_crypto::{esp_key, provider, EspKey, ProviderChoice, Suite};
 use proptest::prelude::*;
+
+mod esp_burst;
+use esp_burst::{multi_buffer_built, open, packet, seal};
 
 /// The suites intel-ipsec-mb has a multi-buffer path for (and the rest, which both sides
 /// run through the portable transforms: compared too, they must agree trivially).
@@ -25,20 +28,6 @@ struct Sa {
     portable: Arc<dyn EspKey>,
 }
 
-fn multi_buffer_built() -> bool {
-    match provider(ProviderChoice::IpsecMb) {
-        Ok(_) => true,
-        Err(e) => {
-            // Only a build that opted out may lack it; the CI build has it.
-            assert!(
-                std::env::var_os("ESPGW_NO_IPSEC_MB").is_some(),
-                "intel-ipsec-mb missing: {e}"
-            );
-            false
-        }
-    }
-}
-
 fn sa(suite: Suite, esn: bool, seed: u8) -> Sa {
     let enc: Vec<u8> = (0..suite.enc.key_material_len())
         .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
@@ -54,38 +43,6 @@ fn sa(suite: Suite, esn: bool, seed: u8) -> Sa {
         mb: esp_key(&*mb, suite, &enc, &auth, esn).unwrap(),
         portable: esp_key(&*portable, suite, &enc, &auth, esn).unwrap(),
     }
-}
-
-/// An ESP packet of `payload` text bytes (before padding) laid out for `suite`.
-fn packet(suite: Suite, spi: u32, seq: u64, payload: usize, fill: u8) -> Vec<u8> {
-    let text = (payload + 2).div_ceil(suite.block_len()) * suite.block_len();
-    let mut esp = vec![0u8; 8 + suite.iv_len() + text + suite.icv_len()];
-    esp[..4].copy_from_slice(&spi.to_be_bytes());
-    esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-    for (i, b) in esp[8 + suite.iv_len()..][..text].iter_mut().enumerate() {
-        *b = fill.wrapping_add(i as u8);
-    }
-    esp
-}
-
-fn seal(key: &dyn EspKey, bufs: &mut [Vec<u8>], seqs: &[u64], ivs: &[[u8; 16]]) {
-    let mut ops: Vec<EspOp<'_>> = bufs
-        .iter_mut()
-        .zip(seqs)
-        .map(|(b, &seq)| EspOp { esp: b, seq })
-        .collect();
-    key.seal_burst_ivs(&mut ops, ivs);
-}
-
-fn open(key: &dyn EspKey, bufs: &mut [Vec<u8>], seqs: &[u64]) -> Vec<bool> {
-    let mut ok = vec![false; bufs.len()];
-    let mut ops: Vec<EspOp<'_>> = bufs
-        .iter_mut()
-        .zip(seqs)
-        .map(|(b, &seq)| EspOp { esp: b, seq })
-        .collect();
-    key.open_burst(&mut ops, &mut ok);
-    ok
 }
 
 /// One packet of a random burst: its SA, text size, fill byte, and whether (and where)

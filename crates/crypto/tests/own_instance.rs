@@ -8,34 +8,27 @@ use std::sync::Arc;
 
 use espgw_crypto::ipsec_mb::{this_threads_code, OwnInstance};
 use espgw_crypto::suite::all_esp_suites;
-use espgw_crypto::{esp_key, provider, EspKey, EspOp, ProviderChoice, Suite};
+use espgw_crypto::{esp_key, provider, EspKey, EspOp, ProviderChoice};
+
+mod esp_burst;
+use esp_burst::{multi_buffer_built, packet, seal};
 
 /// Whether the tests here can run: intel-ipsec-mb built in, and the shim not under
 /// AddressSanitizer (whose runtime refuses the deep binding an instance is loaded with, so
 /// there `OwnInstance::load` gives none: scripts/asan-shims.sh).
-fn multi_buffer_built() -> bool {
+fn instances_testable() -> bool {
     if std::env::var("ESPGW_SANITIZE").as_deref() == Ok("address") {
         assert!(OwnInstance::load().is_none());
         return false;
     }
-    match provider(ProviderChoice::IpsecMb) {
-        Ok(_) => true,
-        Err(e) => {
-            // Only a build that opted out may lack it; the CI build has it.
-            assert!(
-                std::env::var_os("ESPGW_NO_IPSEC_MB").is_some(),
-                "intel-ipsec-mb missing: {e}"
-            );
-            false
-        }
-    }
+    multi_buffer_built()
 }
 
 /// Two instances loaded on one thread and adopted on two others: three different copies
 /// of the library, none of them the process's shared one, each run by its own thread.
 #[test]
 fn an_adopted_instance_runs_its_own_copy_of_the_library() {
-    if !multi_buffer_built() {
+    if !instances_testable() {
         return;
     }
     let (shared_file, shared_base) = this_threads_code().expect("a manager");
@@ -67,32 +60,11 @@ fn an_adopted_instance_runs_its_own_copy_of_the_library() {
     assert_eq!(this_threads_code().unwrap().1, shared_base);
 }
 
-/// An ESP packet of `payload` text bytes laid out for `suite`.
-fn packet(suite: Suite, seq: u64, payload: usize, fill: u8) -> Vec<u8> {
-    let text = (payload + 2).div_ceil(suite.block_len()) * suite.block_len();
-    let mut esp = vec![0u8; 8 + suite.iv_len() + text + suite.icv_len()];
-    esp[..4].copy_from_slice(&0x1234u32.to_be_bytes());
-    esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-    for (i, b) in esp[8 + suite.iv_len()..][..text].iter_mut().enumerate() {
-        *b = fill.wrapping_add(i as u8);
-    }
-    esp
-}
-
-fn seal(key: &dyn EspKey, bufs: &mut [Vec<u8>], seqs: &[u64], ivs: &[[u8; 16]]) {
-    let mut ops: Vec<EspOp<'_>> = bufs
-        .iter_mut()
-        .zip(seqs)
-        .map(|(b, &seq)| EspOp { esp: b, seq })
-        .collect();
-    key.seal_burst_ivs(&mut ops, ivs);
-}
-
 /// Every suite, keys made on this thread: sealed by a thread running its own instance, the
 /// burst is byte for byte what the shared instance seals, and the portable back-end opens it.
 #[test]
 fn every_suite_seals_the_same_through_an_own_instance() {
-    if !multi_buffer_built() {
+    if !instances_testable() {
         return;
     }
     let mb = provider(ProviderChoice::IpsecMb).unwrap();
@@ -110,7 +82,7 @@ fn every_suite_seals_the_same_through_an_own_instance() {
         let ivs: Vec<[u8; 16]> = seqs.iter().map(|&s| [s as u8 ^ 0xa5; 16]).collect();
         let plain: Vec<Vec<u8>> = seqs
             .iter()
-            .map(|&s| packet(suite, s, (s as usize * 37) % 1400, s as u8))
+            .map(|&s| packet(suite, 0x1234, s, (s as usize * 37) % 1400, s as u8))
             .collect();
         let mut here = plain.clone();
         seal(&*key, &mut here, &seqs, &ivs);

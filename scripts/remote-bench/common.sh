@@ -4,7 +4,8 @@
 #   cp scripts/remote-bench/*.sh .devbundle/; there: bash .devbundle/SCRIPT.sh (results under $OUT)
 # Not on a development machine: the bundle's env.sh links its ip/ethtool/ping into /usr/sbin.
 # Gives: $L the lab binary, $R a scratch folder for the reports, everything printed also
-# going to $OUT/$LOG as it is written, step() to mark each step, host_facts() for the log.
+# going to $OUT/$LOG as it is written, step() to mark each step, host_facts() for the log,
+# procs() for N one-worker processes at once.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source .devbundle/env.sh
 L=$PWD/.devbundle/bin/espgw-lab
@@ -20,4 +21,18 @@ host_facts() {
   echo "interrupts per CPU:"
   awk 'NR > 1 {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n[i-2] += $i}
        END {for (c in n) printf "cpu%d %d\n", c, n[c]}' /proc/interrupts | sort -V
+}
+# N one-worker processes at once, process i on CPU i, 64 B in direction DIR, $SECS each:
+# prints the sum of their rates and each one's (the host's own ceiling for N workers).
+procs() { # n, direction
+  local n=$1 d=$2 i pids=()
+  for i in $(seq 0 $((n - 1))); do
+    taskset -c $i timeout 60 $L bench dataplane --workers 1 --sas 1 --pin --sizes 64 --algs aes-128-gcm \
+      --seconds $SECS --directions $d | awk '/^aes/ {print $7}' > $R/p$i &
+    pids+=($!)
+  done
+  # These processes only: a bare `wait` would also wait for the log's tee (above).
+  wait "${pids[@]}"
+  echo "$n independent processes, 64 B $d: $(cat $R/p* | awk '{s += $1} END {printf "%.2f", s}') Mpps (each: $(cat $R/p* | paste -sd' '))"
+  rm -f $R/p*
 }

@@ -14,17 +14,6 @@ mem() { # binary, then arguments
   local b=$1; shift
   timeout 120 $b bench dataplane --pin --algs aes-128-gcm --seconds $SECS --sizes 64 "$@" | grep -E '^aes'
 }
-procs() { # direction
-  local d=$1 i pids=()
-  for i in 0 1 2 3 4 5 6 7; do
-    taskset -c $i timeout 60 $L bench dataplane --workers 1 --sas 1 --pin --sizes 64 --algs aes-128-gcm \
-      --seconds $SECS --directions $d | awk '/^aes/ {print $7}' > $R/p$i &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  echo "8 independent processes, 64 B $d: $(cat $R/p* | awk '{s += $1} END {printf "%.2f", s}') Mpps (each: $(cat $R/p* | paste -sd' '))"
-  rm -f $R/p*
-}
 step host; host_facts
 for r in $(seq 1 $ROUNDS); do
   order="$L $B"; [ $((r % 2)) = 0 ] && order="$B $L"
@@ -35,6 +24,6 @@ for r in $(seq 1 $ROUNDS); do
     mem $b --workers 8 --sas 1
   done
   step "round $r: the host's ceiling"
-  procs outbound; procs inbound
+  procs 8 outbound; procs 8 inbound
 done
 step done

@@ -13,17 +13,6 @@ LOG=log10.txt
 source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-3}; SECS=${SECS:-1.5}
 mem() { timeout 120 $L bench dataplane --pin --algs aes-128-gcm --seconds $SECS --sizes 64 "$@" | grep -E '^aes'; }
-procs() { # direction
-  local d=$1 i pids=()
-  for i in 0 1 2 3 4 5 6 7; do
-    taskset -c $i timeout 60 $L bench dataplane --workers 1 --sas 1 --pin --sizes 64 --algs aes-128-gcm \
-      --seconds $SECS --directions $d | awk '/^aes/ {print $7}' > $R/p$i &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  echo "8 independent processes, 64 B $d: $(cat $R/p* | awk '{s += $1} END {printf "%.2f", s}') Mpps (each: $(cat $R/p* | paste -sd' '))"
-  rm -f $R/p*
-}
 for r in $(seq 1 $ROUNDS); do
   order="shared private"; [ $((r % 2)) = 0 ] && order="private shared"
   for v in $order; do
@@ -33,6 +22,6 @@ for r in $(seq 1 $ROUNDS); do
     mem --workers 1,4,8 --sas 1 $flag
   done
   step "round $r: the host's ceiling"
-  procs outbound; procs inbound
+  procs 8 outbound; procs 8 inbound
 done
 step done

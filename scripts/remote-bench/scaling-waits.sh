@@ -17,19 +17,6 @@ mem() { # binary, then arguments
   local b=$1; shift
   timeout 60 $b bench dataplane --pin --algs aes-128-gcm --seconds $SECS "$@" | grep -E '^aes|^algorithm|^waiting'
 }
-# N one-worker processes, process i on CPU i, at once: the sum of their rates.
-procs() { # n, direction
-  local n=$1 d=$2 i pids=()
-  for i in $(seq 0 $((n - 1))); do
-    taskset -c $i timeout 30 $L bench dataplane --workers 1 --sas 1 --pin --sizes 64 --algs aes-128-gcm \
-      --seconds $SECS --directions $d | awk '/^aes/ {print $7}' > $R/p$i &
-    pids+=($!)
-  done
-  # These processes only: a bare `wait` would also wait for the log's tee (common.sh).
-  wait "${pids[@]}"
-  echo "$n independent processes, 64 B $d: $(cat $R/p* | awk '{s += $1} END {printf "%.2f", s}') Mpps (each: $(cat $R/p* | paste -sd' '))"
-  rm -f $R/p*
-}
 for r in $(seq 1 $ROUNDS); do
   step "round $r: in memory, one SA ordered, this build"
   mem $L --workers 1,2,4,8 --sas 1 --sizes 64

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,7 +33,33 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#define FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
+/* UMEM frame sizes: 2 KiB where the interface's largest frame fits behind the headroom
+ * the kernel keeps in front of every received frame (XDP_PACKET_HEADROOM, 256 bytes), that
+ * is up to an MTU of 1774; 4 KiB (the most a frame may be in aligned mode) for anything
+ * larger. The smaller frame halves the memory a ring of a given depth takes. */
+#define FRAME_SMALL 2048u
+#define FRAME_LARGE 4096u
+/* The Ethernet header and one VLAN tag, on top of the MTU. */
+#define FRAME_LINK_OVERHEAD 18u
+
+/* The UMEM frame size for `ifname`: FRAME_SMALL when a frame of its MTU fits one after the
+ * kernel's headroom, FRAME_LARGE otherwise or when the MTU cannot be read. */
+static uint32_t frame_size_for(const char *ifname)
+{
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return FRAME_LARGE;
+	int r = ioctl(s, SIOCGIFMTU, &ifr);
+	close(s);
+	if (r < 0 || ifr.ifr_mtu <= 0)
+		return FRAME_LARGE;
+	if ((uint32_t)ifr.ifr_mtu + FRAME_LINK_OVERHEAD + XDP_PACKET_HEADROOM <= FRAME_SMALL)
+		return FRAME_SMALL;
+	return FRAME_LARGE;
+}
 
 /* One XDP program and XSKMAP per interface, shared by its queues' sockets. An interface
  * is its network namespace and index: one process (the RFC 2544 tester) opens ports in
@@ -292,6 +319,8 @@ struct espgw_xsk {
 	void *area;
 	uint64_t area_len;
 	uint32_t nframes;
+	/* Bytes per UMEM frame (FRAME_SMALL or FRAME_LARGE, see frame_size_for). */
+	uint32_t frame_size;
 	/* Transmit frames not in flight. */
 	uint64_t *free_tx;
 	uint32_t nfree;
@@ -344,7 +373,8 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	if (nframes < 64)
 		nframes = 64;
 	x->nframes = nframes;
-	x->area_len = (uint64_t)nframes * FRAME_SIZE;
+	x->frame_size = frame_size_for(ifname);
+	x->area_len = (uint64_t)nframes * x->frame_size;
 	x->area = mmap(NULL, x->area_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (x->area == MAP_FAILED) {
@@ -354,7 +384,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 	struct xsk_umem_config ucfg = {
 		.fill_size = nframes / 2,
 		.comp_size = nframes / 2,
-		.frame_size = FRAME_SIZE,
+		.frame_size = x->frame_size,
 		.frame_headroom = 0,
 		.flags = 0,
 	};
@@ -415,7 +445,7 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 		return -EIO;
 	}
 	for (uint32_t i = 0; i < nfill; i++)
-		*xsk_ring_prod__fill_addr(&x->fq, idx + i) = (uint64_t)i * FRAME_SIZE;
+		*xsk_ring_prod__fill_addr(&x->fq, idx + i) = (uint64_t)i * x->frame_size;
 	xsk_ring_prod__submit(&x->fq, nfill);
 	x->nrx = nfill;
 	/* Transmit frames: the second half. */
@@ -432,9 +462,15 @@ int espgw_xsk_open(const char *ifname, uint32_t queue, int mode, uint32_t nframe
 		return -ENOMEM;
 	}
 	for (uint32_t i = nframes / 2; i < nframes; i++)
-		x->free_tx[x->nfree++] = (uint64_t)i * FRAME_SIZE;
+		x->free_tx[x->nfree++] = (uint64_t)i * x->frame_size;
 	*out = x;
 	return 0;
+}
+
+/* Bytes per UMEM frame: the largest frame this socket transmits. */
+uint32_t espgw_xsk_frame_size(struct espgw_xsk *x)
+{
+	return x->frame_size;
 }
 
 int espgw_xsk_fd(struct espgw_xsk *x)
@@ -572,11 +608,11 @@ static void reclaim(struct espgw_xsk *x)
 {
 	uint32_t idx = 0;
 	uint32_t n = xsk_ring_cons__peek(&x->cq, x->tx_in_flight, &idx);
-	uint64_t tx_lo = (uint64_t)(x->nframes / 2) * FRAME_SIZE;
+	uint64_t tx_lo = (uint64_t)(x->nframes / 2) * x->frame_size;
 	uint32_t cap = x->nframes - x->nframes / 2;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t addr = *xsk_ring_cons__comp_addr(&x->cq, idx + i);
-		if (addr < tx_lo || addr >= x->area_len || addr % FRAME_SIZE || x->nfree >= cap) {
+		if (addr < tx_lo || addr >= x->area_len || addr % x->frame_size || x->nfree >= cap) {
 			x->bad_completions++;
 			continue;
 		}
@@ -600,8 +636,9 @@ uint32_t espgw_xsk_tx(struct espgw_xsk *x, const uint8_t **frames, const uint32_
 	k = xsk_ring_prod__reserve(&x->tx, k, &idx);
 	for (uint32_t i = 0; i < k; i++) {
 		uint64_t addr = x->free_tx[--x->nfree];
-		/* The caller never passes frames larger than a UMEM frame (checked there). */
-		uint32_t len = lens[i] <= FRAME_SIZE ? lens[i] : FRAME_SIZE;
+		/* The caller never passes frames larger than a UMEM frame (checked there, with
+		 * espgw_xsk_frame_size); the bound is kept regardless. */
+		uint32_t len = lens[i] <= x->frame_size ? lens[i] : x->frame_size;
 		memcpy((uint8_t *)x->area + addr, frames[i], len);
 		struct xdp_desc *d = xsk_ring_prod__tx_desc(&x->tx, idx + i);
 		d->addr = addr;

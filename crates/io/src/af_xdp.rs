@@ -42,6 +42,7 @@ extern "C" {
         out: *mut *mut Xsk,
     ) -> libc::c_int;
     fn espgw_xsk_fd(x: *mut Xsk) -> libc::c_int;
+    fn espgw_xsk_frame_size(x: *mut Xsk) -> u32;
     fn espgw_xsk_close(x: *mut Xsk);
     fn espgw_xsk_rx(
         x: *mut Xsk,
@@ -78,6 +79,9 @@ pub struct AfXdpPort {
     ptrs: Vec<*mut u8>,
     lens: Vec<u32>,
     tx_ptrs: Vec<*const u8>,
+    /// Bytes per UMEM frame (2 KiB, or 4 KiB where the interface's MTU needs it): the
+    /// largest frame the socket transmits.
+    frame_size: usize,
 }
 
 // SAFETY: the socket and its UMEM belong to this port alone and are only used through
@@ -110,7 +114,7 @@ impl AfXdpPort {
             ));
         }
         // SAFETY: `x` is a live socket from the shim.
-        let fd = unsafe { espgw_xsk_fd(x) };
+        let (fd, frame_size) = unsafe { (espgw_xsk_fd(x), espgw_xsk_frame_size(x)) };
         Ok(AfXdpPort {
             name: ifname.to_string(),
             xsk: x,
@@ -123,11 +127,18 @@ impl AfXdpPort {
             ptrs: Vec::with_capacity(MAX_BURST),
             lens: vec![0; MAX_BURST],
             tx_ptrs: Vec::with_capacity(MAX_BURST),
+            frame_size: frame_size as usize,
         })
     }
 }
 
 impl AfXdpPort {
+    /// Bytes per UMEM frame: 2 KiB where the interface's MTU lets a whole frame fit one
+    /// after the kernel's 256-byte receive headroom (MTU up to 1774), else 4 KiB.
+    pub fn frame_size(&self) -> usize {
+        self.frame_size
+    }
+
     /// Turns busy polling on (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
     /// `SO_BUSY_POLL_BUDGET` = `budget`): the worker's own receive and transmit calls then
     /// run the queue's NAPI poll instead of a softirq. Needs `CAP_NET_ADMIN` (set before
@@ -216,6 +227,20 @@ impl Port for AfXdpPort {
     }
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
+        // A frame larger than a UMEM frame cannot be sent (an MTU configured above the
+        // interface's): dropped and counted, never cut short.
+        let frame_size = self.frame_size;
+        if pkts.iter().any(|p| p.len() > frame_size) {
+            let all = std::mem::take(pkts);
+            for p in all {
+                if p.len() > frame_size {
+                    self.stats.tx_dropped += 1;
+                    pool.put(p);
+                } else {
+                    pkts.push(p);
+                }
+            }
+        }
         let mut sent_total = 0;
         for chunk in pkts.chunks(MAX_BURST) {
             self.tx_ptrs.clear();

@@ -23,6 +23,10 @@ impl AfXdpPort {
     pub fn set_busy_poll(&mut self, _usecs: u32, _budget: u32) -> io::Result<u32> {
         match *self {}
     }
+
+    pub fn frame_size(&self) -> usize {
+        match *self {}
+    }
 }
 
 impl crate::Port for AfXdpPort {

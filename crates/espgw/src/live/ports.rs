@@ -91,6 +91,8 @@ fn open_xdp_queue(
         x.frames.max(256) as u32,
     )
     .map_err(|e| e.to_string())?;
+    crate::info!("af_xdp_umem", "interface" => ifname, "queue" => q,
+        "frames" => x.frames.max(256), "frame_bytes" => p.frame_size());
     if let Some((usecs, budget)) = x.busy_poll {
         let set = p.set_busy_poll(usecs, budget).map_err(|e| e.to_string())?;
         crate::info!("af_xdp_busy_poll", "interface" => ifname, "queue" => q,

@@ -34,13 +34,20 @@ def cross_whole(count):
     return json.loads(out.strip().splitlines()[-1])["packets"]
 
 
-def test_frames_follow_each_interfaces_mtu():
-    bed_up("--io", "af-xdp", "--wan-mtu", "2000")
+def crossed_with_wan_mtu(mtu, count):
+    """The test bed on AF_XDP with its transport network at `mtu`: what scapy decrypted of
+    `count` full-size packets (see `cross_whole`), and both gateways' logs."""
+    bed_up("--io", "af-xdp", "--wan-mtu", str(mtu))
     try:
-        got = cross_whole(3)
+        got = cross_whole(count)
         logs = {g: (STATE / f"{g}.log").read_text() for g in ("gw1", "gw2")}
     finally:
         bed_down()
+    return got, logs
+
+
+def test_frames_follow_each_interfaces_mtu():
+    got, logs = crossed_with_wan_mtu(2000, 3)
     # 1556-byte ESP packets (a 1500-byte packet in AES-GCM, outer IPv4), whole, each
     # decrypted to its 1500-byte packet: sent from gw1's 4 KiB frames and received into
     # gw2's, and the replies the same way back.
@@ -52,12 +59,7 @@ def test_frames_follow_each_interfaces_mtu():
 
 
 def test_a_1600_byte_backhaul_takes_two_kib_frames():
-    bed_up("--io", "af-xdp", "--wan-mtu", "1600")
-    try:
-        got = cross_whole(2)
-        logs = {g: (STATE / f"{g}.log").read_text() for g in ("gw1", "gw2")}
-    finally:
-        bed_down()
+    got, logs = crossed_with_wan_mtu(1600, 2)
     assert len(got) == 2 and all(p["len"] == 1556 for p in got), got
     for gw, log in logs.items():
         assert umem_frames(log) == {("north", 0): 2048, ("south", 0): 2048}, (gw, log[-2000:])

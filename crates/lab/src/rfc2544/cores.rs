@@ -8,18 +8,32 @@
 //! `--tester-cpus` asks. Not the default: on the 16-core measurement host this layout was
 //! slower than gateways left to the scheduler, the tester's own ceiling per thread too
 //! (docs/performance.md, "Sixteen cores"); it is there to pin by hand where it helps.
+//!
+//! The default, [`PinCores::Tester`], is the layout that measured best there: the tester's
+//! threads on the upper half of the CPUs, the gateways and the kernel's work left to the
+//! scheduler, which puts them beside, not on, the tester's busy threads (one espgw worker
+//! against kernel forwarding: 1.10-2.41x with the tester on CPUs 8-15 of 16, 0.69-0.85x
+//! with every thread pinned from CPU 1 up; docs/performance.md, "Sixteen cores, third
+//! visit"). A machine under 8 CPUs is left alone: there the tester needs the CPUs it
+//! shares.
 
 use espgw_io::cpu_list::format_cpu_list;
 
 /// `bench rfc2544 --pin-cores`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PinCores {
+    /// The tester's threads on the upper half of the CPUs, the gateways left to the
+    /// scheduler, where the machine has at least 8 CPUs and each half enough (the default)
+    Tester,
     /// Pin when the machine has a CPU for every busy thread, plus one (and the run has an
-    /// espgw DUT).
+    /// espgw DUT)
     Auto,
-    /// Pin nothing but what --tester-cpus names (the default).
+    /// Pin nothing but what --tester-cpus names
     Off,
 }
+
+/// The fewest CPUs on which [`PinCores::Tester`] pins anything.
+pub const TESTER_HALF_MIN_CPUS: usize = 8;
 
 /// Where the threads go; empty lists: unpinned.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +58,13 @@ impl CoreLayout {
             gateways: None,
             tester: tester_cpus.to_vec(),
         };
+        if mode == PinCores::Tester {
+            return if tester_cpus.is_empty() {
+                Self::tester_on_upper_half(allowed, workers, threads)
+            } else {
+                given
+            };
+        }
         if mode == PinCores::Off || workers == 0 {
             return given;
         }
@@ -71,6 +92,26 @@ impl CoreLayout {
             } else {
                 tester_cpus.to_vec()
             },
+        }
+    }
+
+    /// The tester's 2 x `threads` threads on the first CPUs of the upper half of `allowed`,
+    /// nothing else pinned; unpinned where `allowed` has fewer than
+    /// [`TESTER_HALF_MIN_CPUS`], or the upper half too few for the tester, or the lower
+    /// half too few for both gateways' workers (as on the 16-core host, where 4 workers a
+    /// gateway on CPUs 0-7 and the tester on 8-15 carried 2.08x one worker). Whatever the DUTs
+    /// (the ceiling, kernel forwarding, strongSwan): the same placement in each, so that a
+    /// comparison compares the DUTs.
+    fn tester_on_upper_half(allowed: &[usize], workers: usize, threads: usize) -> CoreLayout {
+        let n = allowed.len();
+        let (lower, upper) = allowed.split_at(n / 2);
+        let need = 2 * threads;
+        if n < TESTER_HALF_MIN_CPUS || upper.len() < need || lower.len() < 2 * workers {
+            return CoreLayout::default();
+        }
+        CoreLayout {
+            gateways: None,
+            tester: upper[..need].to_vec(),
         }
     }
 
@@ -146,6 +187,57 @@ mod tests {
         // No espgw DUT in the run (the ceiling, kernel forwarding): no layout either.
         let l = CoreLayout::plan(PinCores::Auto, &cpus(64), 0, 2, &[]);
         assert_eq!(l.describe(), "gateways unpinned, tester unpinned");
+    }
+
+    /// The default: the tester on the upper half, as `--tester-cpus 8-15` on the 16-core
+    /// host, whatever the DUTs; the gateways unpinned.
+    #[test]
+    fn the_default_puts_the_tester_on_the_upper_half() {
+        let l = CoreLayout::plan(PinCores::Tester, &cpus(16), 1, 1, &[]);
+        assert_eq!((l.gateways.clone(), l.tester.clone()), (None, vec![8, 9]));
+        assert_eq!(l.describe(), "gateways unpinned, tester on 8-9");
+        let l = CoreLayout::plan(PinCores::Tester, &cpus(16), 4, 4, &[]);
+        assert_eq!(l.tester, (8..16).collect::<Vec<_>>());
+        // No espgw DUT: the same placement.
+        assert_eq!(
+            CoreLayout::plan(PinCores::Tester, &cpus(16), 0, 4, &[]).tester,
+            l.tester
+        );
+        // The user's list wins.
+        let l = CoreLayout::plan(PinCores::Tester, &cpus(16), 1, 1, &[3, 4]);
+        assert_eq!((l.gateways, l.tester), (None, vec![3, 4]));
+        // As under `taskset -c 0,2,...,14`: the upper half of what is allowed.
+        let allowed: Vec<usize> = (0..16).step_by(2).collect();
+        assert_eq!(
+            CoreLayout::plan(PinCores::Tester, &allowed, 1, 1, &[]).tester,
+            vec![8, 10]
+        );
+    }
+
+    #[test]
+    fn the_default_leaves_a_small_or_crowded_machine_alone() {
+        // This project's 2-core machine, and anything under 8 CPUs.
+        for n in [1, 2, 4, 7] {
+            assert_eq!(
+                CoreLayout::plan(PinCores::Tester, &cpus(n), 1, 1, &[]),
+                CoreLayout::default(),
+                "{n} CPUs"
+            );
+        }
+        // 16 CPUs: 5 tester threads a port need 10, more than the upper half.
+        assert_eq!(
+            CoreLayout::plan(PinCores::Tester, &cpus(16), 1, 5, &[]),
+            CoreLayout::default()
+        );
+        // 16 CPUs: 5 workers a gateway need 10 below.
+        assert_eq!(
+            CoreLayout::plan(PinCores::Tester, &cpus(16), 5, 1, &[]),
+            CoreLayout::default()
+        );
+        assert_eq!(
+            CoreLayout::plan(PinCores::Tester, &cpus(16), 4, 1, &[]).tester,
+            vec![8, 9]
+        );
     }
 
     #[test]

@@ -138,13 +138,16 @@ pub struct Rfc2544Args {
     /// with enough.
     #[arg(long, value_parser = tester_cpu_list, default_value = "")]
     pub tester_cpus: CpuList,
-    /// auto: give every busy thread a core of its own where the machine has enough (one
-    /// CPU left for the rest, then gateway 1's workers, gateway 2's, each through `espgw
-    /// run --cpus`, and the tester's 2 x --threads; with an espgw DUT in the run; logged
-    /// and in results.json). off (the default): pin nothing but --tester-cpus. On the
-    /// 16-core measurement host auto was slower than leaving the gateways to the scheduler
-    /// (docs/performance.md, "Sixteen cores"), so it is not the default.
-    #[arg(long, value_enum, default_value = "off")]
+    /// tester (the default): the tester's 2 x --threads threads on the upper half of the
+    /// CPUs, the gateways and the kernel's work left to the scheduler, on a machine with
+    /// at least 8 CPUs whose halves hold them (else nothing pinned); the layout that
+    /// measured best on the 16-core host. auto: give every busy thread a core of its own
+    /// where the machine has enough (one CPU left for the rest, then gateway 1's workers,
+    /// gateway 2's, each through `espgw run --cpus`, and the tester's 2 x --threads; with
+    /// an espgw DUT in the run); it was slower there. off: pin nothing but --tester-cpus.
+    /// --tester-cpus, when given, is kept in every mode. The layout is logged ("cores:")
+    /// and in results.json
+    #[arg(long, value_enum, default_value = "tester")]
     pub pin_cores: cores::PinCores,
     /// The gateways' workers' CPUs, from --pin-cores (set by `run`, not an option).
     #[arg(skip)]

@@ -5,7 +5,7 @@
 # Not on a development machine: the bundle's env.sh links its ip/ethtool/ping into /usr/sbin.
 # Gives: $L the lab binary, $R a scratch folder for the reports, everything printed also
 # going to $OUT/$LOG as it is written, step() to mark each step, host_facts() for the log,
-# procs() for N one-worker processes at once.
+# procs() for N one-worker processes at once, live_step() for one quick RFC 2544 throughput run.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source .devbundle/env.sh
 L=$PWD/.devbundle/bin/espgw-lab
@@ -35,4 +35,14 @@ procs() { # n, direction
   wait "${pids[@]}"
   echo "$n independent processes, 64 B $d: $(cat $R/p* | awk '{s += $1} END {printf "%.2f", s}') Mpps (each: $(cat $R/p* | paste -sd' '))"
   rm -f $R/p*
+}
+# One quick RFC 2544 throughput search (`bench rfc2544 --quick --tests throughput --no-ceiling`
+# and the arguments), within SECONDS: its whole output in $R/NAME.txt, its report in $R/NAME,
+# the tables, ratios and gateways' lines in the log.
+live_step() { # name, seconds allowed, then arguments
+  local n=$1 s=$2; shift 2
+  step "live $n: $*"
+  timeout $s $L bench rfc2544 --quick --tests throughput --no-ceiling --out $R/$n "$@" > $R/$n.txt 2>&1
+  echo "rc=$?"
+  grep -E '^\| [0-9]|^\| frame|^espgw [0-9a-z]+ gw|[0-9]x|ratio|interrupted|rror|panic' $R/$n.txt
 }

@@ -11,19 +11,12 @@ source "$(dirname "$0")/common.sh"
 step host; host_facts
 ulimit -l unlimited
 T="--sizes 64,512,1518 --wan-mtu 1600 --tester-cpus 8-15"
-live() { # name, seconds allowed, then arguments
-  local n=$1 s=$2; shift 2
-  step "live $n: $*"
-  timeout $s $L bench rfc2544 --quick --tests throughput --no-ceiling --out $R/$n "$@" > $R/$n.txt 2>&1
-  echo "rc=$?"
-  grep -E '^\| [0-9]|^\| frame|^espgw [0-9a-z]+ gw|[0-9]x|interrupted|rror|panic' $R/$n.txt
-}
 for s in ${STEPS:-k3 s2 k4}; do
   case $s in
-    k3|k5) live $s 110 --compare espgw,kernel $T ;;
-    k4) live $s 110 --compare kernel,espgw $T ;;
-    s2) live $s 260 --compare strongswan,espgw $T ;;
-    s3) live $s 260 --compare espgw,strongswan $T --threads 4 --flows 16 --workers 4 --fanout hash ;;
+    k3|k5) live_step $s 110 --compare espgw,kernel $T ;;
+    k4) live_step $s 110 --compare kernel,espgw $T ;;
+    s2) live_step $s 260 --compare strongswan,espgw $T ;;
+    s3) live_step $s 260 --compare espgw,strongswan $T --threads 4 --flows 16 --workers 4 --fanout hash ;;
   esac
 done
 step done

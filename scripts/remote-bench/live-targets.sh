@@ -12,25 +12,18 @@ SS=${SS:-1}; SECS=0.4
 step host; host_facts
 ulimit -l unlimited
 T="--tester-cpus 8-15"
-live() { # name, seconds allowed, then arguments
-  local n=$1 s=$2; shift 2
-  step "live $n: $*"
-  timeout $s $L bench rfc2544 --quick --tests throughput --no-ceiling --out $R/$n "$@" > $R/$n.txt 2>&1
-  echo "rc=$?"
-  grep -E '^\| [0-9]|^\| frame|^espgw [0-9a-z]+ gw|[0-9]x|ratio|interrupted|rror|panic' $R/$n.txt
-}
 step "in memory, one SA ordered and 8 SAs by hash, 64 B"
 timeout 60 $L bench dataplane --pin --algs aes-128-gcm --seconds $SECS --workers 1,2,4,8 --sas 1 --sizes 64 \
   | grep -E '^aes|^algorithm|^waiting'
-live k1 200 --compare espgw,kernel --sizes 64,512,1518 --wan-mtu 1600 $T
-[ "$SS" = 1 ] && live s1 120 --compare espgw,strongswan --sizes 64 --wan-mtu 1600 $T
+live_step k1 200 --compare espgw,kernel --sizes 64,512,1518 --wan-mtu 1600 $T
+[ "$SS" = 1 ] && live_step s1 120 --compare espgw,strongswan --sizes 64 --wan-mtu 1600 $T
 Q="--sizes 64 --threads 4 --flows 16 $T"
-live ceiling 30 --dut ceiling $Q
-live hash-w1 45 --dut espgw $Q --workers 1 --fanout hash
-live hash-w2 45 --dut espgw $Q --workers 2 --fanout hash
-live hash-w4 45 --dut espgw $Q --workers 4 --fanout hash
-live ordered-w2 45 --dut espgw $Q --workers 2 --fanout ordered
-live ordered-w4 45 --dut espgw $Q --workers 4 --fanout ordered
-live k2 200 --compare kernel,espgw --sizes 64,512,1518 --wan-mtu 1600 $T
+live_step ceiling 30 --dut ceiling $Q
+live_step hash-w1 45 --dut espgw $Q --workers 1 --fanout hash
+live_step hash-w2 45 --dut espgw $Q --workers 2 --fanout hash
+live_step hash-w4 45 --dut espgw $Q --workers 4 --fanout hash
+live_step ordered-w2 45 --dut espgw $Q --workers 2 --fanout ordered
+live_step ordered-w4 45 --dut espgw $Q --workers 4 --fanout ordered
+live_step k2 200 --compare kernel,espgw --sizes 64,512,1518 --wan-mtu 1600 $T
 step done
 tar -czf "$OUT/results4.tgz" -C $R . 2>/dev/null; ls -la "$OUT"

@@ -14,8 +14,8 @@
 //! scheduler, which puts them beside, not on, the tester's busy threads. With the same
 //! build on the same day (2026-11-25), one espgw worker carried 296,764-321,048 frames/s
 //! so (4 tester threads), against 110,263-156,115 with every thread pinned from CPU 1 up (3
-//! tester threads, so that all fit; "Sixteen cores, in
-//! memory and live"); in it one worker later forwarded 1.10-2.41x kernel forwarding
+//! tester threads, so that all fit; "Sixteen cores, in memory and live"); in it one
+//! worker later forwarded 1.10-2.41x kernel forwarding
 //! ("Sixteen cores, third visit"). A machine under 8 CPUs is left alone: there the tester
 //! needs the CPUs it shares.
 

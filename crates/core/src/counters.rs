@@ -118,7 +118,13 @@ impl WorkerCounters {
 }
 
 /// Counters of one SA, shared by every worker (updated once per burst, not per packet).
+///
+/// `packets` is charged before the packets go (outbound when their sequence numbers are
+/// reserved, inbound when the replay window accepts them), in one step with the hard
+/// packet lifetime's check ([`SaCounters::charge`]): workers that share the SA then never
+/// both spend its last packets. `bytes` is added once the packets are done.
 #[derive(Debug, Default)]
+#[repr(C)] // packets and bytes first: see `SaState`'s layout
 pub struct SaCounters {
     /// Packets processed under the SA.
     pub packets: AtomicU64,
@@ -129,10 +135,42 @@ pub struct SaCounters {
 }
 
 impl SaCounters {
-    /// Counts `packets` packets of `bytes` bytes in total.
-    pub fn add(&self, packets: u64, bytes: u64) {
-        if packets > 0 {
-            self.packets.fetch_add(packets, Ordering::Relaxed);
+    /// Counts up to `want` packets, never past `limit` (the hard packet lifetime, if any):
+    /// the check and the count are one compare-and-swap. Returns how many were counted.
+    pub fn charge(&self, want: u64, limit: Option<u64>) -> u64 {
+        if want == 0 {
+            return 0;
+        }
+        let Some(limit) = limit else {
+            self.packets.fetch_add(want, Ordering::Relaxed);
+            return want;
+        };
+        let mut cur = self.packets.load(Ordering::Relaxed);
+        loop {
+            let take = want.min(limit.saturating_sub(cur));
+            if take == 0 {
+                return 0;
+            }
+            match self.packets.compare_exchange_weak(
+                cur,
+                cur + take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take,
+                Err(now) => cur = now,
+            }
+        }
+    }
+    /// Takes back `n` packets charged that were not processed after all.
+    pub fn refund(&self, n: u64) {
+        if n > 0 {
+            self.packets.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+    /// Counts `bytes` payload bytes of packets already charged.
+    pub fn add_bytes(&self, bytes: u64) {
+        if bytes > 0 {
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
     }
@@ -170,5 +208,36 @@ mod tests {
         c.drop(DropReason::Replay);
         assert_eq!(c.dropped(DropReason::Replay), 1);
         assert_eq!(c.total_drops(), 1);
+    }
+
+    /// Threads charging bursts of packets against one limit, with no lock and no order
+    /// between them (as workers of one SA under hash fanout do), are granted exactly the
+    /// limit between them, and a refund makes room again.
+    #[test]
+    fn concurrent_charges_never_pass_the_limit() {
+        for round in 0..20u64 {
+            let c = SaCounters::default();
+            let limit = 5_000 + round * 37;
+            let granted: u64 = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4u64)
+                    .map(|w| {
+                        let c = &c;
+                        s.spawn(move || {
+                            (0..2_000u64)
+                                .map(|i| c.charge(1 + (i * 7 + w * 13) % 32, Some(limit)))
+                                .sum::<u64>()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(granted, limit, "round {round}");
+            assert_eq!(c.packets(), limit);
+            assert_eq!(c.charge(1, Some(limit)), 0);
+            c.refund(3);
+            assert_eq!(c.charge(10, Some(limit)), 3);
+            assert_eq!(c.charge(7, None), 7);
+            assert_eq!(c.packets(), limit + 7);
+        }
     }
 }

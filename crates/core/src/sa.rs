@@ -14,7 +14,14 @@ use crate::encap::OuterHeader;
 use crate::replay::ReplayWindow;
 
 /// Mutable state of one SA.
+///
+/// Laid out in this order (`repr(C)`), from a cache line of its own, for workers that
+/// share the SA: an outbound burst's atomics (sequence numbers, lifetime flags, packet
+/// and byte counts) then all fall on the first line, which moves between cores once per
+/// burst rather than once per field; inbound, the replay window's lock follows on lines
+/// of its own.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct SaState {
     /// Outbound: the last sequence number used.
     last_seq: AtomicU64,
@@ -23,22 +30,25 @@ pub struct SaState {
     /// `u64::MAX` where sequence numbers are not persisted. The data path never goes past
     /// it: a number used after a restart is always above every number used before.
     seq_ceiling: AtomicU64,
-    /// Whether a state directory has taken this state over (restored, reserved ahead).
-    pub persisted: AtomicBool,
-    /// Inbound: the replay window. Locked once per burst of this SA, never per packet.
-    pub replay: Mutex<ReplayWindow>,
-    /// Packets, bytes and drops under this SA.
-    pub counters: SaCounters,
+    /// The sequence number space is used up; the SA is retired.
+    pub exhausted: AtomicBool,
     /// The soft lifetime is reached (time to rekey).
     pub soft_expired: AtomicBool,
     /// The hard lifetime is reached: the SA carries no more packets.
     pub hard_expired: AtomicBool,
-    /// The sequence number space is used up; the SA is retired.
-    pub exhausted: AtomicBool,
     /// Which of the events above the gateway has reported (bits of [`SaEvent`]), so that
     /// each is logged and counted once per SA.
     pub reported: AtomicU8,
+    /// Whether a state directory has taken this state over (restored, reserved ahead).
+    pub persisted: AtomicBool,
+    /// Packets, bytes and drops under this SA.
+    pub counters: SaCounters,
+    /// Inbound: the replay window. Locked once per burst of this SA, never per packet.
+    pub replay: Mutex<ReplayWindow>,
 }
+
+// The first line holds everything an outbound burst changes (see the type's comment).
+const _: () = assert!(std::mem::offset_of!(SaState, counters) + 16 <= 64);
 
 impl SaState {
     /// State for a new SA. `initial_seq` is the last sequence number before the SA's
@@ -268,8 +278,9 @@ impl Sa {
         }
     }
 
-    /// How many more packets the hard lifetime allows (checks bytes too, per burst), and
-    /// marks soft expiry. Byte lifetimes are enforced at burst granularity.
+    /// How many of `want` packets the hard lifetime still allows, without counting them (a
+    /// pre-check, so that no crypto is spent on packets that cannot pass), and marks soft
+    /// expiry. Byte lifetimes are enforced at burst granularity.
     pub fn lifetime_allowance(&self, want: u64) -> u64 {
         let c = &self.state.counters;
         let (pk, by) = (c.packets(), c.bytes());
@@ -294,6 +305,21 @@ impl Sa {
             }
             None => want,
         }
+    }
+
+    /// Counts up to `want` packets against the lifetime and returns how many the SA may
+    /// carry: none once the hard byte lifetime is reached, no more than the hard packet
+    /// lifetime leaves. The packet check and the count are one atomic step
+    /// ([`SaCounters::charge`]), so it is exact however many workers share the SA. Packets
+    /// charged and then not carried are given back with [`SaCounters::refund`]; call
+    /// [`Sa::note_usage`] afterwards to mark expiry.
+    pub fn charge_lifetime(&self, want: u64) -> u64 {
+        let c = &self.state.counters;
+        if self.lifetime.hard_bytes.is_some_and(|h| c.bytes() >= h) {
+            self.state.hard_expired.store(true, Ordering::Relaxed);
+            return 0;
+        }
+        c.charge(want, self.lifetime.hard_packets)
     }
 
     /// Records use after a burst, marking soft and hard expiry as the totals reach them.

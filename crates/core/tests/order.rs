@@ -250,3 +250,63 @@ proptest! {
         prop_assert_eq!(replays as usize + want.len(), frames.len());
     }
 }
+
+/// Gateway 1 with every SA's hard packet lifetime at `limit`.
+fn gateways_with_hard_packets(limit: u64) -> (Config, Config) {
+    let (mut gw1, gw2) = gateways(1024);
+    for sa in &mut gw1.sas {
+        sa.lifetime.hard_packets = Some(limit);
+    }
+    (gw1, gw2)
+}
+
+/// Runs `bursts` over `workers` workers `rounds` times, each on fresh tables, and checks
+/// each round that exactly `limit` packets left and were counted, the rest dropped as
+/// `lifetime_expired`: the check and the count are one step, so workers that reserve
+/// one after another never both spend the lifetime's last packets.
+fn hard_lifetime_holds_over_workers(port: u16, bursts: &[Vec<Vec<u8>>], limit: u64, sa: usize) {
+    let total: usize = bursts.iter().map(Vec::len).sum();
+    for workers in [2, 4] {
+        for round in 0..8 {
+            let (gw1, _) = gateways_with_hard_packets(limit);
+            let t1 = tables(&gw1);
+            let (out, drops) = many_workers(&t1, port, bursts, workers);
+            let what = format!("{workers} workers, round {round}");
+            assert_eq!(out.len() as u64, limit, "{what}: packets sent");
+            assert_eq!(
+                t1.sas[sa].state.counters.packets(),
+                limit,
+                "{what}: counted"
+            );
+            assert_eq!(
+                drops[DropReason::LifetimeExpired as usize] as usize,
+                total - limit as usize,
+                "{what}: {drops:?}"
+            );
+            assert!(t1.sas[sa]
+                .state
+                .hard_expired
+                .load(std::sync::atomic::Ordering::Relaxed));
+        }
+    }
+}
+
+#[test]
+fn hard_packet_lifetime_is_exact_with_one_outbound_sa_over_workers() {
+    let frames: Vec<Vec<u8>> = (1..=1200).map(|i| plain(i, false)).collect();
+    let bursts: Vec<Vec<Vec<u8>>> = frames.chunks(32).map(|c| c.to_vec()).collect();
+    hard_lifetime_holds_over_workers(0, &bursts, 1000, 0);
+}
+
+#[test]
+fn hard_packet_lifetime_is_exact_with_one_inbound_sa_over_workers() {
+    let esp = peer_esp(1200);
+    let bursts: Vec<Vec<Vec<u8>>> = esp.chunks(32).map(|c| c.to_vec()).collect();
+    let (gw1, _) = gateways(1024);
+    let inbound = gw1
+        .sas
+        .iter()
+        .position(|s| s.direction == espgw_config::Direction::In)
+        .unwrap();
+    hard_lifetime_holds_over_workers(1, &bursts, 1000, inbound);
+}

@@ -67,6 +67,8 @@ impl Pipeline {
         let sa = &t.sas[sa_idx as usize];
         self.ah_text.clear();
         self.ah_pending.clear();
+        // Packets with a number, counted against the lifetime when it was reserved.
+        let mut charged = 0u64;
         for (k, p) in pkts.iter_mut().enumerate().skip(first) {
             let Slot::AddAh { sa: s, off, .. } = self.slots[k] else {
                 continue;
@@ -74,7 +76,9 @@ impl Pipeline {
             if s != sa_idx {
                 continue;
             }
-            let staged = self.resolve_seq(sa_idx, off).and_then(|seq| {
+            let numbered = self.resolve_seq(sa_idx, off);
+            charged += u64::from(numbered.is_ok());
+            let staged = numbered.and_then(|seq| {
                 let key = sa.ah_key().ok_or(DropReason::SaMismatch)?;
                 let (done, icv) = ah::stage_protect(p, sa, key, seq, &mut self.ah_text)?;
                 Ok(AhPending {
@@ -90,7 +94,7 @@ impl Pipeline {
             }
         }
         let Some(key) = sa.ah_key() else {
-            return;
+            return sa.state.counters.refund(charged);
         };
         self.compute_icvs(key, pkts);
         let icv_len = key.icv_len();
@@ -116,7 +120,9 @@ impl Pipeline {
                 dst: done.route_dst,
             };
         }
-        sa.state.counters.add(packets, bytes);
+        // Charged but never sent: given back.
+        sa.state.counters.refund(charged - packets);
+        sa.state.counters.add_bytes(bytes);
         sa.note_usage();
     }
 
@@ -177,39 +183,44 @@ impl Pipeline {
         }
         self.compute_icvs(key, pkts);
         let icv_len = key.icv_len();
-        // Authenticate first, then the window: a forged packet never moves it.
+        // Authenticate first, then the window: a forged packet never moves it. What the
+        // window accepts is counted against the lifetime under the same lock (exact with
+        // workers sharing the SA; see `accept_run`).
         let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let allowed = sa.lifetime_allowance(self.ah_pending.len() as u64);
+        let mut accepted = 0u64;
         for j in 0..self.ah_pending.len() {
             let AhPending { k, seq, icv, .. } = self.ah_pending[j];
             ah::restore(&mut pkts[k], &icv, &self.ah_text);
             let tag = self.ah_icvs.get(j).and_then(Icv::get);
             let verdict = if !ah::is_authentic(&self.ah_text, &icv, tag, icv_len) {
                 Err(DropReason::AuthFailed)
+            } else if accepted == allowed {
+                Err(DropReason::LifetimeExpired)
             } else if !w.check_and_update(seq) {
                 Err(DropReason::Replay)
             } else {
+                accepted += 1;
                 Ok(())
             };
             if let Err(r) = verdict {
                 self.slots[k] = self.drop_classified(t, &mut pkts[k], r, Some(sa_idx));
             }
         }
+        sa.state.counters.charge(accepted, None);
         drop(w);
-        let (mut packets, mut bytes) = (0u64, 0u64);
+        let mut bytes = 0u64;
         for j in 0..self.ah_pending.len() {
             let k = self.ah_pending[j].k;
             if let Slot::OpenAh { job } = self.slots[k] {
                 let (slot, removed) = self.after_ah(t, &mut pkts[k], job);
-                if let Some(len) = removed {
-                    packets += 1;
-                    bytes += len;
-                }
+                bytes += removed.unwrap_or(0);
                 self.slots[k] = slot;
             }
         }
         // The SA's totals, added once for the burst: no atomic per packet.
-        if packets > 0 {
-            sa.state.counters.add(packets, bytes);
+        if accepted > 0 {
+            sa.state.counters.add_bytes(bytes);
             sa.note_usage();
         }
     }

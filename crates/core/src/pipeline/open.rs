@@ -92,27 +92,46 @@ impl Pipeline {
 
     /// Step 3: the replay-window update for the authentic packets of a run, under one
     /// lock; a number already seen (by a packet of this burst, or on another worker since
-    /// the pre-check) is dropped.
+    /// the pre-check) is dropped. What the window accepts is counted against the SA's
+    /// lifetime under the same lock, so that workers sharing the SA never both spend its
+    /// last packets: a packet past the hard lifetime leaves the window as it was.
     #[inline(never)]
     pub(super) fn accept_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
         let mut replayed = 0u64;
+        let mut expired = 0u64;
+        let mut accepted = 0u64;
         {
             let mut w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
+            // Every packet of the SA is charged under this lock: the allowance read here
+            // stays exact until the charge below.
+            let allowed = sa.lifetime_allowance(pkts.len() as u64);
             for (k, p) in pkts.iter_mut().enumerate() {
                 let slot = &mut self.slots[base + k];
                 let Slot::Open { seq, .. } = *slot else {
                     continue;
                 };
-                if !w.check_and_update(seq) {
+                let verdict = if accepted == allowed {
+                    expired += 1;
+                    DropReason::LifetimeExpired
+                } else if w.check_and_update(seq) {
+                    accepted += 1;
+                    continue;
+                } else {
                     replayed += 1;
-                    *slot = Slot::Done;
-                    p.verdict = Verdict::Drop(DropReason::Replay);
-                }
+                    DropReason::Replay
+                };
+                *slot = Slot::Done;
+                p.verdict = Verdict::Drop(verdict);
             }
+            sa.state.counters.charge(accepted, None);
         }
+        // Expiry is marked from the totals once the run's bytes are counted too
+        // (`decapsulate_run`).
         self.counters.drops[DropReason::Replay as usize] += replayed;
         sa.state.counters.drop(DropReason::Replay, replayed);
+        self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
+        sa.state.counters.drop(DropReason::LifetimeExpired, expired);
     }
 
     /// Step 4: trailer, decapsulation and the inbound policy check for a run's accepted
@@ -172,7 +191,9 @@ impl Pipeline {
             }
         }
         self.counters.decrypted += good;
-        sa.state.counters.add(good, bytes);
+        // The packets were counted when the window accepted them (a packet the policy
+        // then refuses was still opened with the SA's key).
+        sa.state.counters.add_bytes(bytes);
         sa.note_usage();
     }
 

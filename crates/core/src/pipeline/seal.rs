@@ -29,18 +29,21 @@ impl Pipeline {
     }
 
     /// Reserves, for every SA of the burst, as many sequence numbers as its packets
-    /// claimed (and its lifetime allows): one atomic add per SA and burst. With an order
+    /// claimed (and its lifetime allows), and counts the packets against the lifetime in
+    /// the same step: a few atomic operations on one SA's state per burst. With an order
     /// set, bursts do this in arrival order, so that numbers follow arrival order across
     /// workers.
     pub(super) fn reserve_seq_blocks(&mut self, t: &Tables) {
         for b in &mut self.seq_blocks {
             let sa = &t.sas[b.sa as usize];
-            let allowed = sa.lifetime_allowance(b.used);
+            let allowed = sa.charge_lifetime(b.used);
             let (first, granted) = if allowed > 0 {
                 sa.reserve_seq(allowed)
             } else {
                 (0, 0)
             };
+            // Charged, but no number for them: they are dropped, not carried.
+            sa.state.counters.refund(allowed - granted);
             let exhausted = &sa.state.exhausted;
             let took_last = granted > 0 && first + (granted - 1) == sa.max_seq();
             if took_last {
@@ -182,6 +185,18 @@ impl Pipeline {
                 continue;
             };
             if job.seq >= granted {
+                // A bundle's AH number, charged to the AH SA with the burst's block, goes
+                // unused with the packet.
+                if let Slot::Sealed {
+                    ah: Some((ah, off)),
+                    ..
+                } = *slot
+                {
+                    if self.resolve_seq(ah, off).is_ok() {
+                        t.sas[ah as usize].state.counters.refund(1);
+                    }
+                }
+                let slot = &mut self.slots[base + k];
                 *slot = Slot::Done;
                 t.sas[sa_idx as usize].state.counters.drop(empty, 1);
                 p.verdict = Verdict::Drop(empty);
@@ -223,7 +238,8 @@ impl Pipeline {
             self.route(t, p, base + k, v4, dst);
         }
         self.counters.encrypted += sealed;
-        sa.state.counters.add(sealed, bytes);
+        // The packets were counted when their numbers were reserved.
+        sa.state.counters.add_bytes(bytes);
         sa.note_usage();
     }
 }

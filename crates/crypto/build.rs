@@ -5,6 +5,8 @@ include!("../../build-support/probe.rs");
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/ipsec_mb_shim.c");
+    println!("cargo:rerun-if-changed=csrc/gcm_batch.c");
+    println!("cargo:rerun-if-changed=csrc/gcm_batch.h");
     println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
     println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
     let target_x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
@@ -23,6 +25,7 @@ fn main() {
     let mut build = cc::Build::new();
     build
         .file("csrc/ipsec_mb_shim.c")
+        .file("csrc/gcm_batch.c")
         .opt_level(3)
         .warnings(true);
     sanitize(&mut build);

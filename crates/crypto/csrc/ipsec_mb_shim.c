@@ -20,19 +20,7 @@
 #include <stddef.h>
 #include <string.h>
 
-/* One AEAD operation, in place. Mirrors `RawAeadOp` in src/ipsec_mb.rs. */
-struct espgw_aead_op {
-    uint8_t *text;          /* plaintext/ciphertext, processed in place */
-    uint64_t len;
-    uint8_t *tag;           /* where the computed tag is written */
-    uint8_t iv[12];         /* the nonce: salt || explicit IV */
-    uint8_t aad[12];
-    uint32_t aad_len;
-    uint32_t tag_len;
-    int32_t status;         /* out: 0 when the job completed, -1 otherwise */
-};
-/* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
-_Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
+#include "gcm_batch.h"
 
 /*
  * This manager's own error status. imb_get_errno() is not that: where the manager's field
@@ -338,6 +326,8 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
 
     for (uint32_t i = 0; i < n; i++) {
         struct espgw_aead_op *op = &ops[i];
+        if (op->status == 0)
+            continue; /* done already (by the batch path) */
         if (encrypt) {
             switch (key_bytes) {
             case 16: IMB_AES128_GCM_ENC(m, kd, &ctx, op->text, op->text, op->len, op->iv, op->aad, op->aad_len, op->tag, op->tag_len); break;

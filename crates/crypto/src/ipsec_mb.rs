@@ -54,6 +54,7 @@ pub enum IpsecMbProvider {}
 pub enum MbApi {
     Direct,
     Job,
+    Batch,
 }
 
 #[cfg(not(espgw_ipsec_mb))]
@@ -133,6 +134,16 @@ mod imp {
     }
 
     extern "C" {
+        fn espgw_gcm_batch_supported() -> c_int;
+        fn espgw_gcm_batch_key(kd: *const c_void, key_bytes: u32, out: *mut u8) -> c_int;
+        fn espgw_gcm_batch(
+            batch_key: *const u8,
+            kd: *const c_void,
+            key_bytes: u32,
+            encrypt: c_int,
+            ops: *mut RawAeadOp,
+            n: u32,
+        ) -> u32;
         fn espgw_mb_new() -> *mut ImbMgr;
         fn espgw_mb_free(m: *mut ImbMgr);
         fn espgw_mb_new_instance(instance: *mut *mut c_void) -> *mut ImbMgr;
@@ -273,6 +284,10 @@ mod imp {
         Direct,
         /// The job API, a burst at a time (what DPDK's aesni_gcm driver uses).
         Job,
+        /// The direct API, with AES-GCM packets of up to 240 bytes of text sealed and
+        /// opened several at a time by espgw's own kernel (`csrc/gcm_batch.c`) where the
+        /// CPU has AVX-512, VAES and VPCLMULQDQ (the default).
+        Batch,
     }
 
     pub struct IpsecMbProvider {
@@ -281,9 +296,9 @@ mod imp {
     }
 
     impl IpsecMbProvider {
-        /// The direct API.
+        /// The direct API, short AES-GCM packets through the batch kernel.
         pub fn new() -> Result<Self, crate::Unavailable> {
-            Self::with_api(MbApi::Direct)
+            Self::with_api(MbApi::Batch)
         }
 
         pub fn with_api(api: MbApi) -> Result<Self, crate::Unavailable> {
@@ -304,6 +319,10 @@ mod imp {
             match self.api {
                 MbApi::Direct => format!("intel-ipsec-mb/{}", self.arch),
                 MbApi::Job => format!("intel-ipsec-mb/{} job API", self.arch),
+                MbApi::Batch if GcmBatchKey::supported() => {
+                    format!("intel-ipsec-mb/{} + batch AES-GCM", self.arch)
+                }
+                MbApi::Batch => format!("intel-ipsec-mb/{}", self.arch),
             }
         }
 
@@ -315,10 +334,15 @@ mod imp {
         ) -> Result<Arc<dyn AeadKey>, CryptoError> {
             check_key(alg, key, icv_len)?;
             let data = GcmKeyData::precompute(key)?;
+            let batch = match self.api {
+                MbApi::Batch => GcmBatchKey::new(&data, key.len()),
+                MbApi::Direct | MbApi::Job => None,
+            };
             Ok(Arc::new(MbGcmKey {
                 alg,
                 icv_len,
                 data,
+                batch,
                 api: self.api,
             }))
         }
@@ -396,10 +420,45 @@ mod imp {
         }
     }
 
+    /// Bytes of a key's batch data: `ESPGW_GCM_BATCH_KEY_SIZE` in `csrc/gcm_batch.h`.
+    const GCM_BATCH_KEY_SIZE: usize = 320;
+
+    /// What the batch kernel keeps of a key besides the library's data (the powers of its
+    /// hash key, secret as the key is); zeroized on drop.
+    struct GcmBatchKey(Box<[u8; GCM_BATCH_KEY_SIZE]>);
+
+    impl GcmBatchKey {
+        /// The batch data of the key in `data` (`key_bytes` long), or `None` where this
+        /// CPU cannot run the kernel.
+        fn new(data: &GcmKeyData, key_bytes: usize) -> Option<Self> {
+            let mut out = GcmBatchKey(Box::new([0; GCM_BATCH_KEY_SIZE]));
+            // SAFETY: `data` is a live gcm_key_data the library precomputed for a key of
+            // `key_bytes` (16, 24 or 32) bytes; `out` has GCM_BATCH_KEY_SIZE writable bytes.
+            let ok = unsafe {
+                espgw_gcm_batch_key(data.as_ptr().cast(), key_bytes as u32, out.0.as_mut_ptr())
+            };
+            (ok == 1).then_some(out)
+        }
+
+        /// Whether this CPU runs the batch kernel.
+        fn supported() -> bool {
+            // SAFETY: a pure function of the CPU's feature flags.
+            unsafe { espgw_gcm_batch_supported() == 1 }
+        }
+    }
+
+    impl Drop for GcmBatchKey {
+        fn drop(&mut self) {
+            self.0.zeroize();
+        }
+    }
+
     struct MbGcmKey {
         alg: AeadAlgorithm,
         icv_len: usize,
         data: GcmKeyData,
+        /// With [`MbApi::Batch`] on a CPU that runs the kernel: the key's batch data.
+        batch: Option<GcmBatchKey>,
         api: MbApi,
     }
 
@@ -428,15 +487,34 @@ mod imp {
             if raw.is_empty() {
                 return;
             }
+            let n = raw.len() as u32;
+            if let Some(b) = &self.batch {
+                // SAFETY: as for the library call below; the batch data was computed from
+                // this same key data and is GCM_BATCH_KEY_SIZE bytes long.
+                let ran = unsafe {
+                    espgw_gcm_batch(
+                        b.0.as_ptr(),
+                        self.data.as_ptr().cast(),
+                        self.alg.key_len() as u32,
+                        c_int::from(encrypt),
+                        raw.as_mut_ptr(),
+                        n,
+                    )
+                };
+                if ran == n {
+                    return;
+                }
+            }
             with_mgr(|m| {
                 // SAFETY: every raw op was made by `run_chunk`'s caller from a distinct,
                 // exclusively borrowed buffer (text and ICV) or points its tag into the
                 // caller's `tags` array, all alive until this call returns; lengths come
                 // from those slices; the key data is a live, precomputed gcm_key_data of
-                // the right size and alignment; `raw` holds raw.len() initialised ops.
+                // the right size and alignment; `raw` holds raw.len() initialised ops
+                // (those the batch kernel ran have status 0, and the direct API skips them).
                 unsafe {
                     (match self.api {
-                        MbApi::Direct => espgw_gcm_direct,
+                        MbApi::Direct | MbApi::Batch => espgw_gcm_direct,
                         MbApi::Job => espgw_gcm_burst,
                     })(
                         m,
@@ -444,7 +522,7 @@ mod imp {
                         self.alg.key_len() as u32,
                         c_int::from(encrypt),
                         raw.as_mut_ptr(),
-                        raw.len() as u32,
+                        n,
                     )
                 }
             });

@@ -220,7 +220,11 @@ pub const COMPILED_BACKENDS: &[&str] = if cfg!(espgw_ipsec_mb) {
 pub enum ProviderChoice {
     /// The fastest available (intel-ipsec-mb when built and it initialises).
     Auto,
+    /// intel-ipsec-mb's direct API, with short AES-GCM packets through espgw's batch
+    /// kernel where the CPU allows (`csrc/gcm_batch.c`).
     IpsecMb,
+    /// intel-ipsec-mb's direct API alone, one AES-GCM packet per call (for comparison).
+    IpsecMbDirect,
     /// intel-ipsec-mb through its job API (for comparison).
     IpsecMbJob,
     AwsLc,
@@ -232,6 +236,7 @@ impl std::str::FromStr for ProviderChoice {
         match s {
             "auto" => Ok(ProviderChoice::Auto),
             "ipsec-mb" | "ipsec_mb" => Ok(ProviderChoice::IpsecMb),
+            "ipsec-mb-direct" => Ok(ProviderChoice::IpsecMbDirect),
             "ipsec-mb-job" => Ok(ProviderChoice::IpsecMbJob),
             "aws-lc" | "aws_lc" => Ok(ProviderChoice::AwsLc),
             other => Err(UnknownProvider(other.to_string())),
@@ -239,7 +244,8 @@ impl std::str::FromStr for ProviderChoice {
     }
 }
 
-/// A crypto provider name that is none of `auto`, `ipsec-mb`, `ipsec-mb-job`, `aws-lc`.
+/// A crypto provider name that is none of `auto`, `ipsec-mb`, `ipsec-mb-direct`,
+/// `ipsec-mb-job`, `aws-lc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownProvider(pub String);
 
@@ -247,7 +253,7 @@ impl fmt::Display for UnknownProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown crypto provider '{}' (auto, ipsec-mb, ipsec-mb-job, aws-lc)",
+            "unknown crypto provider '{}' (auto, ipsec-mb, ipsec-mb-direct, ipsec-mb-job, aws-lc)",
             self.0
         )
     }
@@ -290,6 +296,10 @@ pub fn provider(choice: ProviderChoice) -> Result<Arc<dyn CryptoProvider>, Unava
         ProviderChoice::IpsecMb => {
             ipsec_mb::IpsecMbProvider::new().map(|p| Arc::new(p) as Arc<dyn CryptoProvider>)
         }
+        ProviderChoice::IpsecMbDirect => {
+            ipsec_mb::IpsecMbProvider::with_api(ipsec_mb::MbApi::Direct)
+                .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>)
+        }
         ProviderChoice::IpsecMbJob => ipsec_mb::IpsecMbProvider::with_api(ipsec_mb::MbApi::Job)
             .map(|p| Arc::new(p) as Arc<dyn CryptoProvider>),
         ProviderChoice::Auto => Ok(default_provider()),
@@ -307,7 +317,11 @@ pub fn default_provider() -> Arc<dyn CryptoProvider> {
 /// Every provider that works on this machine (for known-answer tests and benchmarks).
 pub fn all_providers() -> Vec<Arc<dyn CryptoProvider>> {
     let mut v: Vec<Arc<dyn CryptoProvider>> = Vec::new();
-    for api in [ipsec_mb::MbApi::Direct, ipsec_mb::MbApi::Job] {
+    for api in [
+        ipsec_mb::MbApi::Batch,
+        ipsec_mb::MbApi::Direct,
+        ipsec_mb::MbApi::Job,
+    ] {
         if let Ok(p) = ipsec_mb::IpsecMbProvider::with_api(api) {
             v.push(Arc::new(p));
         }

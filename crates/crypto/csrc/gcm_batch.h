@@ -1,0 +1,42 @@
+/*
+ * What ipsec_mb_shim.c and gcm_batch.c share: the AEAD operation the Rust side lays out,
+ * and the multi-buffer AES-GCM path for short packets (gcm_batch.c).
+ */
+#ifndef ESPGW_GCM_BATCH_H
+#define ESPGW_GCM_BATCH_H
+
+#include <intel-ipsec-mb.h>
+#include <stdint.h>
+
+/* One AEAD operation, in place. Mirrors `RawAeadOp` in src/ipsec_mb.rs. */
+struct espgw_aead_op {
+    uint8_t *text;          /* plaintext/ciphertext, processed in place */
+    uint64_t len;
+    uint8_t *tag;           /* where the computed tag is written */
+    uint8_t iv[12];         /* the nonce: salt || explicit IV */
+    uint8_t aad[12];
+    uint32_t aad_len;
+    uint32_t tag_len;
+    int32_t status;         /* out: 0 when the job completed, -1 otherwise */
+};
+/* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
+_Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
+
+/* The longest text (bytes) the batch path takes; longer goes to the library. */
+#define ESPGW_GCM_BATCH_TEXT_MAX 64
+/* Bytes of a key's batch data (powers of its hash key). Mirrors src/ipsec_mb.rs. */
+#define ESPGW_GCM_BATCH_KEY_SIZE 320
+
+/* Whether this CPU runs the batch path (AVX-512 F/BW/VL, VAES, VPCLMULQDQ). */
+int espgw_gcm_batch_supported(void);
+/* Writes the batch data of the key in `kd` (expanded by the library) to `out`
+ * (ESPGW_GCM_BATCH_KEY_SIZE bytes); returns 0, writing nothing, where the CPU lacks the
+ * instructions. */
+int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
+/* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text, an
+ * AAD of at most 12 bytes and a tag of 1-16 bytes, setting their status to 0; leaves the
+ * others untouched. Returns how many it ran. */
+uint32_t espgw_gcm_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
+                         uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops, uint32_t n);
+
+#endif

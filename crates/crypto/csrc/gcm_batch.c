@@ -51,7 +51,6 @@
 #define HDESC_LEN (PMAX + 6)
 _Static_assert(HDESC_LEN * 16 <= ESPGW_GCM_BATCH_KEY_SIZE, "batch key size");
 
-
 TARGET static inline __m128i bswap128(__m128i x)
 {
     return _mm_shuffle_epi8(x, _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
@@ -140,7 +139,6 @@ TARGET static void batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, 
         _mm_storeu_si128((__m128i *)(out + 16 * (PMAX - e)), p);
         p = gfmul(p, h);
     }
-    h = p = _mm_setzero_si128();
     explicit_bzero(&rk, sizeof(rk));
 }
 
@@ -279,9 +277,11 @@ TARGET static void run_four(const struct round_keys *rk, const uint8_t *hdesc, i
     }
 }
 
-TARGET static uint32_t batch(const uint8_t *hdesc, const struct gcm_key_data *kd,
-                             uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
-                             uint32_t n)
+/* Called only with batch data, which espgw_gcm_batch_key makes only where the CPU has
+ * the instructions. */
+TARGET uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd,
+                                uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
+                                uint32_t n)
 {
     struct round_keys rk;
     struct espgw_aead_op *four[4];
@@ -303,10 +303,4 @@ TARGET static uint32_t batch(const uint8_t *hdesc, const struct gcm_key_data *kd
     }
     explicit_bzero(&rk, sizeof(rk));
     return done;
-}
-
-uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd, uint32_t key_bytes,
-                         int encrypt, struct espgw_aead_op *ops, uint32_t n)
-{
-    return batch(hdesc, kd, key_bytes, encrypt, ops, n);
 }

@@ -17,8 +17,10 @@
  * bytes: `bench dataplane`, 14.9 against 16.8 Mpps outbound.)
  *
  * Opening authenticates first: the tag is computed over the ciphertext and compared with
- * the packet's (constant time), and the text is decrypted only when they match. The
- * computed tag is written to op->tag as the library does, for the caller's own compare.
+ * the packet's (constant time), and the text is decrypted only when they match. The op's
+ * status says which (ESPGW_OP_AUTHENTIC or ESPGW_OP_FORGED), so the caller does not
+ * compare again: with the comparison in Rust as well, the binding's open path was 8.7 % of
+ * the 64-byte inbound profile against 5.6 % for sealing.
  *
  * GHASH follows Intel's carry-less multiplication white paper (Gueron and Kounavis,
  * "Intel Carry-Less Multiplication Instruction and its Usage for Computing the GCM Mode",
@@ -221,9 +223,9 @@ TARGET static inline void products(const uint8_t *hdesc, const struct espgw_aead
 /* Up to four ops (`o[0..n]`, each at most four blocks of text): their counter blocks
  * encrypted together (five 512-bit AES chains: each packet's text counters, and the four
  * J0s in one), each packet's GHASH products, then the four reductions in one and the
- * tags. Opening computes the tag over the ciphertext first and decrypts only if the
- * packet's own tag (right after its text) equals it; either way the computed tag goes to
- * op->tag (the library's convention, for the caller's own compare). */
+ * tags. Sealing writes each tag to op->tag. Opening computes the tag over the ciphertext
+ * first and decrypts only if the packet's own tag (right after its text) equals it, and
+ * says so in the op's status. */
 TARGET static void run_four(const struct round_keys *rk, const uint8_t *hdesc, int encrypt,
                             struct espgw_aead_op *const *o, uint32_t n)
 {
@@ -270,10 +272,16 @@ TARGET static void run_four(const struct round_keys *rk, const uint8_t *hdesc, i
         struct espgw_aead_op *op = o[i];
         __m128i tag = _mm512_castsi512_si128(
             _mm512_maskz_compress_epi64((__mmask8)(3u << (2 * i)), tags));
-        _mm_mask_storeu_epi8(op->tag, (__mmask16)((1u << op->tag_len) - 1), tag);
-        if (encrypt || tag_equal(tag, op->text + op->len, op->tag_len))
+        if (encrypt) {
+            _mm_mask_storeu_epi8(op->tag, (__mmask16)((1u << op->tag_len) - 1), tag);
             _mm512_mask_storeu_epi8(op->text, mk[i], x[i]);
-        op->status = 0;
+            op->status = ESPGW_OP_DONE;
+        } else if (tag_equal(tag, op->text + op->len, op->tag_len)) {
+            _mm512_mask_storeu_epi8(op->text, mk[i], x[i]);
+            op->status = ESPGW_OP_AUTHENTIC;
+        } else {
+            op->status = ESPGW_OP_FORGED;
+        }
     }
 }
 

@@ -17,8 +17,16 @@ struct espgw_aead_op {
     uint8_t aad[12];
     uint32_t aad_len;
     uint32_t tag_len;
-    int32_t status;         /* out: 0 when the job completed, -1 otherwise */
+    int32_t status;         /* out: one of ESPGW_OP_* below; the caller sets PENDING */
 };
+
+/* An op's status. DONE: completed, its tag in op->tag for the caller to compare (the
+ * library's paths). The batch kernel's opens say more, having compared the tag itself:
+ * AUTHENTIC (tag equal, text decrypted) or FORGED (tag differs, text left as it came). */
+#define ESPGW_OP_PENDING (-1)
+#define ESPGW_OP_DONE 0
+#define ESPGW_OP_AUTHENTIC 1
+#define ESPGW_OP_FORGED 2
 /* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
 _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
@@ -34,8 +42,10 @@ int espgw_gcm_batch_supported(void);
  * instructions. */
 int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
 /* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text, an
- * AAD of at most 12 bytes and a tag of 1-16 bytes, setting their status to 0; leaves the
- * others untouched. Returns how many it ran. */
+ * AAD of at most 12 bytes and a tag of 1-16 bytes; leaves the others untouched. A seal's
+ * status becomes ESPGW_OP_DONE (its tag written after its text), an open's
+ * ESPGW_OP_AUTHENTIC or ESPGW_OP_FORGED (no tag written anywhere). Returns how many it
+ * ran. */
 uint32_t espgw_gcm_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
                          uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops, uint32_t n);
 

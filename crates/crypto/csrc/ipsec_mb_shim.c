@@ -212,13 +212,13 @@ static void fill_gcm_job(IMB_JOB *job, const struct gcm_key_data *kd, uint32_t k
     job->auth_tag_output = op->tag;
     job->auth_tag_output_len_in_bytes = op->tag_len;
     job->user_data = op;
-    op->status = -1;
+    op->status = ESPGW_OP_PENDING;
 }
 
 static void finish(IMB_JOB *job)
 {
     struct espgw_aead_op *op = job->user_data;
-    op->status = job->status == IMB_STATUS_COMPLETED ? 0 : -1;
+    op->status = job->status == IMB_STATUS_COMPLETED ? ESPGW_OP_DONE : ESPGW_OP_PENDING;
 }
 
 /*
@@ -326,7 +326,7 @@ int espgw_gcm_direct(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
 
     for (uint32_t i = 0; i < n; i++) {
         struct espgw_aead_op *op = &ops[i];
-        if (op->status == 0)
+        if (op->status != ESPGW_OP_PENDING)
             continue; /* done already (by the batch path) */
         if (encrypt) {
             switch (key_bytes) {

@@ -112,8 +112,33 @@ mod imp {
         aad: [u8; 12],
         aad_len: u32,
         tag_len: u32,
-        /// Out: 0 when the library completed the op.
+        /// Out: what became of the op ([`Outcome::from_status`]); -1 until it ran.
         status: i32,
+    }
+
+    /// What became of one op, from its status (`ESPGW_OP_*` in `gcm_batch.h`).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Outcome {
+        /// Not run (too short to make an op, or the library did not complete it).
+        NotRun,
+        /// Completed by the library: its tag is in the op's tag slot, for the caller to
+        /// compare when opening.
+        Done,
+        /// Opened by the batch kernel, which compared the tag itself: authentic, decrypted.
+        Authentic,
+        /// Opened by the batch kernel: the tag differs, the text is as it came.
+        Forged,
+    }
+
+    impl Outcome {
+        fn from_status(status: i32) -> Outcome {
+            match status {
+                0 => Outcome::Done,
+                1 => Outcome::Authentic,
+                2 => Outcome::Forged,
+                _ => Outcome::NotRun,
+            }
+        }
     }
 
     // The shim asserts the same size for its struct.
@@ -511,7 +536,8 @@ mod imp {
                 // caller's `tags` array, all alive until this call returns; lengths come
                 // from those slices; the key data is a live, precomputed gcm_key_data of
                 // the right size and alignment; `raw` holds raw.len() initialised ops
-                // (those the batch kernel ran have status 0, and the direct API skips them).
+                // (those the batch kernel ran have a status other than -1, and the direct
+                // API skips them).
                 unsafe {
                     (match self.api {
                         MbApi::Direct | MbApi::Batch => espgw_gcm_direct,
@@ -531,13 +557,12 @@ mod imp {
         /// Runs at most CHUNK ops through the library. `make(op, tag, raw)` writes an op's
         /// raw op, or returns false for one too short to run; `tag` is where its computed
         /// tag goes when opening (`tags[i]`, for the caller to compare) and null when
-        /// sealing (the ICV bytes after the text). Sets, per op, whether the library
-        /// completed it.
+        /// sealing (the ICV bytes after the text). Sets, per op, what became of it.
         fn run_chunk<T>(
             &self,
             ops: &mut [T],
             tags: Option<&mut [[u8; 16]; CHUNK]>,
-            done: &mut [bool; CHUNK],
+            done: &mut [Outcome; CHUNK],
             mut make: impl FnMut(&mut T, *mut u8, &mut RawAeadOp) -> bool,
         ) {
             let encrypt = tags.is_none();
@@ -550,7 +575,7 @@ mod imp {
                 let mut used = 0;
                 let mut index = [0u8; CHUNK];
                 for ((i, op), done) in ops.iter_mut().enumerate().zip(done.iter_mut()) {
-                    *done = false;
+                    *done = Outcome::NotRun;
                     let tag = if encrypt {
                         std::ptr::null_mut()
                     } else {
@@ -563,7 +588,7 @@ mod imp {
                 }
                 self.call(encrypt, &mut raw[..used]);
                 for (r, &i) in raw[..used].iter().zip(index.iter()) {
-                    done[usize::from(i)] = r.status == 0;
+                    done[usize::from(i)] = Outcome::from_status(r.status);
                 }
             });
         }
@@ -676,7 +701,7 @@ mod imp {
             ops: &mut [T],
             mut make: impl FnMut(&mut T, *mut u8, &mut RawAeadOp) -> bool,
         ) {
-            let mut done = [false; CHUNK];
+            let mut done = [Outcome::NotRun; CHUNK];
             for chunk in ops.chunks_mut(CHUNK) {
                 self.run_chunk(chunk, None, &mut done, &mut make);
             }
@@ -693,7 +718,7 @@ mod imp {
         ) {
             let icv = self.icv_len;
             for (chunk, ok) in ops.chunks_mut(CHUNK).zip(ok.chunks_mut(CHUNK)) {
-                let mut done = [false; CHUNK];
+                let mut done = [Outcome::NotRun; CHUNK];
                 TAGS.with(|cell| {
                     let mut tags = cell.borrow_mut();
                     self.run_chunk(chunk, Some(&mut tags), &mut done, &mut make);
@@ -703,27 +728,33 @@ mod imp {
         }
     }
 
-    /// Sets `ok[i]` for each op from its computed tag and zeroes the text and ICV
-    /// (`text_and_icv`) of every op that failed.
+    /// Sets `ok[i]` for each op from its outcome (the library's, from its computed tag) and
+    /// zeroes the text and ICV (`text_and_icv`) of every op that failed.
     fn compare<T>(
         chunk: &mut [T],
         ok: &mut [bool],
         tags: &[[u8; 16]],
-        done: &[bool; CHUNK],
+        done: &[Outcome; CHUNK],
         icv: usize,
         text_and_icv: impl Fn(&mut T) -> &mut [u8],
     ) {
         for (i, (op, ok)) in chunk.iter_mut().zip(ok.iter_mut()).enumerate() {
-            let buf = text_and_icv(op);
-            // A job the library did not complete never counts as authentic, whatever its
-            // tag slot holds.
-            *ok = done[i]
-                && match buf.len().checked_sub(icv) {
-                    Some(text_len) => ct_eq(&tags[i][..icv], &buf[text_len..]),
-                    None => false,
-                };
+            *ok = match done[i] {
+                // The batch kernel compared the tag (in constant time) before decrypting.
+                Outcome::Authentic => true,
+                Outcome::Done => {
+                    let buf = text_and_icv(op);
+                    match buf.len().checked_sub(icv) {
+                        Some(text_len) => ct_eq(&tags[i][..icv], &buf[text_len..]),
+                        None => false,
+                    }
+                }
+                // A job the library did not complete never counts as authentic, whatever
+                // its tag slot holds.
+                Outcome::NotRun | Outcome::Forged => false,
+            };
             if !*ok {
-                buf.fill(0);
+                text_and_icv(op).fill(0);
             }
         }
     }

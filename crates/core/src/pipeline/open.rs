@@ -62,7 +62,8 @@ impl Pipeline {
         let Some(key) = sa.esp_key() else {
             return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
         };
-        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
+        let mut ops: Vec<EspOp<'_>> = recycle(std::mem::take(&mut self.esp_ops));
+        ops.reserve(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
             if let Slot::Open { job, seq } = self.slots[base + k] {
                 let esp = &mut p.data_mut()[job.esp_off..job.text_off + job.text_len + icv];
@@ -72,7 +73,7 @@ impl Pipeline {
         self.oks.clear();
         self.oks.resize(ops.len(), false);
         key.open_burst(&mut ops, &mut self.oks);
-        drop(ops);
+        self.esp_ops = recycle(ops);
         let mut auth_failed = 0u64;
         let mut o = 0;
         for (k, p) in pkts.iter_mut().enumerate() {

@@ -178,7 +178,8 @@ impl Pipeline {
             return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
         };
         let (first, granted, empty) = self.seq_block(sa_idx);
-        let mut ops: Vec<EspOp<'_>> = Vec::with_capacity(pkts.len());
+        let mut ops: Vec<EspOp<'_>> = recycle(std::mem::take(&mut self.esp_ops));
+        ops.reserve(pkts.len());
         for (k, p) in pkts.iter_mut().enumerate() {
             let slot = &mut self.slots[base + k];
             let Slot::Sealed { job, .. } = slot else {
@@ -213,7 +214,7 @@ impl Pipeline {
         }
         let sealed = ops.len() as u64;
         key.seal_burst(&mut ops);
-        drop(ops);
+        self.esp_ops = recycle(ops);
         for (k, p) in pkts.iter_mut().enumerate() {
             let slot = &mut self.slots[base + k];
             // Read in place, not copied out: the job is most of the slot's 80 bytes.

@@ -130,12 +130,17 @@ mod imp {
         Forged,
     }
 
+    // The statuses of `gcm_batch.h` (ESPGW_OP_DONE, _AUTHENTIC, _FORGED; -1 is PENDING).
+    const OP_DONE: i32 = 0;
+    const OP_AUTHENTIC: i32 = 1;
+    const OP_FORGED: i32 = 2;
+
     impl Outcome {
         fn from_status(status: i32) -> Outcome {
             match status {
-                0 => Outcome::Done,
-                1 => Outcome::Authentic,
-                2 => Outcome::Forged,
+                OP_DONE => Outcome::Done,
+                OP_AUTHENTIC => Outcome::Authentic,
+                OP_FORGED => Outcome::Forged,
                 _ => Outcome::NotRun,
             }
         }

@@ -13,10 +13,9 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
-use ccm::aead::generic_array::GenericArray;
-use ccm::aead::AeadInPlace;
 use rand::RngCore;
 
+use crate::aes_ccm::CcmLanes;
 use crate::cipher::EspCipher;
 use crate::integrity::MacKey;
 use crate::suite::{Encryption, Integrity, Suite};
@@ -112,12 +111,13 @@ pub fn esp_key(
         Encryption::AesCcm { key_len, icv_len } => {
             let mut salt = [0u8; 3];
             salt.copy_from_slice(&enc_key[key_len..]);
-            Arc::new(PerPacket(CcmEsp {
-                ccm: CcmCipher::new(&enc_key[..key_len], icv_len)?,
+            Arc::new(CcmLanes::new(
+                &enc_key[..key_len],
                 salt,
+                icv_len,
                 suite,
                 esn,
-            }))
+            )?)
         }
         Encryption::Null
         | Encryption::AesCbc { .. }
@@ -401,108 +401,6 @@ impl PacketTransform for LcAead {
         self.key
             .open_in_place(nonce, Aad::from(&aad[..aad_len]), &mut esp[16..])
             .is_ok()
-    }
-}
-
-/// AES-CCM (RFC 4309) through RustCrypto's `ccm` over AES-NI `aes`: an 11-byte nonce
-/// (3-byte salt || IV) and a 4-byte length field.
-struct CcmEsp {
-    ccm: CcmCipher,
-    salt: [u8; 3],
-    suite: Suite,
-    esn: bool,
-}
-
-type N11 = ccm::consts::U11;
-macro_rules! ccm_variants {
-    ($($name:ident = $aes:ty, $tag:ty;)*) => {
-        /// One of the nine key-size × ICV-size instantiations.
-        enum CcmCipher { $($name(Box<ccm::Ccm<$aes, $tag, N11>>),)* }
-
-        impl CcmCipher {
-            fn new(key: &[u8], icv_len: usize) -> Result<CcmCipher, CryptoError> {
-                use ccm::aead::KeyInit;
-                let bad = |_| CryptoError::BadKeyLength { expected: 16, got: key.len() };
-                $(
-                    if key.len() == <$aes as aes::cipher::KeySizeUser>::key_size()
-                        && icv_len == <$tag as aes::cipher::typenum::Unsigned>::USIZE
-                    {
-                        return Ok(CcmCipher::$name(Box::new(
-                            ccm::Ccm::<$aes, $tag, N11>::new_from_slice(key).map_err(bad)?,
-                        )));
-                    }
-                )*
-                Err(CryptoError::BadIcvLength(icv_len))
-            }
-
-            fn seal(&self, nonce: &[u8; 11], aad: &[u8], text: &mut [u8], icv: &mut [u8]) -> bool {
-                let n = GenericArray::from_slice(nonce);
-                match self {
-                    $(CcmCipher::$name(c) => match c.encrypt_in_place_detached(n, aad, text) {
-                        Ok(t) => { icv.copy_from_slice(&t); true }
-                        Err(_) => false,
-                    },)*
-                }
-            }
-
-            fn open(&self, nonce: &[u8; 11], aad: &[u8], text: &mut [u8], icv: &[u8]) -> bool {
-                let n = GenericArray::from_slice(nonce);
-                match self {
-                    $(CcmCipher::$name(c) => {
-                        if icv.len() != <$tag as aes::cipher::typenum::Unsigned>::USIZE {
-                            return false;
-                        }
-                        c.decrypt_in_place_detached(n, aad, text, GenericArray::from_slice(icv)).is_ok()
-                    })*
-                }
-            }
-        }
-    };
-}
-
-ccm_variants! {
-    A128T8 = aes::Aes128, ccm::consts::U8;
-    A128T12 = aes::Aes128, ccm::consts::U12;
-    A128T16 = aes::Aes128, ccm::consts::U16;
-    A192T8 = aes::Aes192, ccm::consts::U8;
-    A192T12 = aes::Aes192, ccm::consts::U12;
-    A192T16 = aes::Aes192, ccm::consts::U16;
-    A256T8 = aes::Aes256, ccm::consts::U8;
-    A256T12 = aes::Aes256, ccm::consts::U12;
-    A256T16 = aes::Aes256, ccm::consts::U16;
-}
-
-impl CcmEsp {
-    fn nonce(&self, esp: &[u8]) -> [u8; 11] {
-        let mut n = [0u8; 11];
-        n[..3].copy_from_slice(&self.salt);
-        n[3..].copy_from_slice(&esp[8..16]);
-        n
-    }
-}
-
-impl PacketTransform for CcmEsp {
-    fn suite(&self) -> Suite {
-        self.suite
-    }
-
-    fn seal(&self, esp: &mut [u8], seq: u64, _: Option<&[u8; 16]>) -> bool {
-        esp[8..16].copy_from_slice(&seq.to_be_bytes());
-        let nonce = self.nonce(esp);
-        let (aad, aad_len) = aead_aad(esp, seq, self.esn);
-        let text_end = esp.len() - self.suite.icv_len();
-        let (text, icv) = esp[16..].split_at_mut(text_end - 16);
-        self.ccm.seal(&nonce, &aad[..aad_len], text, icv)
-    }
-
-    /// CCM's MAC covers the plaintext, so the mode decrypts before it can verify; the
-    /// library compares in constant time and the caller zeroes the text of a failure.
-    fn open(&self, esp: &mut [u8], seq: u64) -> bool {
-        let nonce = self.nonce(esp);
-        let (aad, aad_len) = aead_aad(esp, seq, self.esn);
-        let text_end = esp.len() - self.suite.icv_len();
-        let (text, icv) = esp[16..].split_at_mut(text_end - 16);
-        self.ccm.open(&nonce, &aad[..aad_len], text, icv)
     }
 }
 

@@ -14,6 +14,7 @@
 //! [`default_provider`] picks the fastest AES-GCM back-end available on this machine.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod aes_ccm;
 pub mod ah;
 pub mod aws_lc;
 pub mod cipher;

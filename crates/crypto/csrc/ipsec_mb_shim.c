@@ -372,7 +372,8 @@ enum espgw_mb_what {
     ESPGW_HASH_ONLY,    /* the ICV alone (opening encrypt-then-MAC: verify first) */
     ESPGW_DECRYPT_ONLY, /* decryption alone (after the ICV was found good) */
     ESPGW_OPEN_AEAD,    /* combined mode: decrypt and compute the tag */
-    ESPGW_ENCRYPT_ONLY  /* the first half of sealing encrypt-then-MAC (this file only) */
+    ESPGW_ENCRYPT_ONLY  /* encryption alone: the first half of sealing encrypt-then-MAC,
+                           and AES-192-CBC for the CBC-MAC of AES-192-CCM (ipsec_mb_ccm.rs) */
 };
 
 /* One SA's prepared keys. Mirrors `RawSa` in src/ipsec_mb_esp.rs. */
@@ -610,7 +611,9 @@ static int mb_esp_sync(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
     int sha = is_hmac_sha(mb_hash(sa->hash));
     int seal = what == ESPGW_SEAL && sha && (aes || cipher == IMB_CIPHER_NULL);
 
-    if (!seal && !(what == ESPGW_DECRYPT_ONLY && aes) && !(what == ESPGW_HASH_ONLY && sha))
+    int cipher_only = (what == ESPGW_DECRYPT_ONLY || what == ESPGW_ENCRYPT_ONLY) && aes;
+
+    if (!seal && !cipher_only && !(what == ESPGW_HASH_ONLY && sha))
         return 0;
     for (uint32_t done = 0; done < n;) {
         uint32_t count = n - done < SYNC_CHUNK ? n - done : SYNC_CHUNK;

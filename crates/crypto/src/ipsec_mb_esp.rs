@@ -14,8 +14,9 @@
 //! - the text of a packet that fails is zeroed, and a packet that fails takes no other
 //!   packet of its burst with it.
 //!
-//! Suites the library lacks (AES-192-CCM, 3DES-CBC, NULL/NULL) and AES-GMAC with ESN
-//! stay on the portable transforms.
+//! Suites the library lacks (3DES-CBC, NULL/NULL) and AES-GMAC with ESN stay on the
+//! portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and
+//! counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
 //!
 //! AH's ICVs go through the same hash-only jobs ([`multi_buffer_ah`]): an AH MAC is the
 //! MAC of ESP with NULL encryption, AH's AES-GMAC that of ESP's AES-GMAC, each over the
@@ -23,7 +24,7 @@
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{multi_buffer_ah, multi_buffer_esp_key};
+pub(crate) use imp::{multi_buffer_ah, multi_buffer_esp_key, AesCipherOnly, CipherJobs};
 
 #[cfg(espgw_ipsec_mb)]
 mod imp {
@@ -62,6 +63,7 @@ mod imp {
     const HASH_ONLY: c_int = 1;
     const DECRYPT_ONLY: c_int = 2;
     const OPEN_AEAD: c_int = 3;
+    const ENCRYPT_ONLY: c_int = 4;
 
     /// Mirrors `struct espgw_mb_sa`.
     #[repr(C)]
@@ -244,7 +246,8 @@ mod imp {
             Encryption::Null => Some((C_NULL, hash)),
             Encryption::AesCbc { .. } => Some((C_CBC, hash)),
             Encryption::AesCtr { .. } => Some((C_CTR, hash)),
-            // intel-ipsec-mb 1.3 has CCM for 128- and 256-bit keys only.
+            // intel-ipsec-mb 1.3 has CCM for 128- and 256-bit keys only (AES-192-CCM is
+            // built from its AES-192 CBC and counter mode: crate::ipsec_mb_ccm).
             Encryption::AesCcm { key_len, .. } if key_len != 24 => Some((C_CCM, H_CCM)),
             Encryption::ChaCha20Poly1305 => Some((C_CHACHA, H_CHACHA)),
             // With ESN GMAC's AAD has the high sequence bits inside it (SPI || high || low
@@ -265,11 +268,124 @@ mod imp {
         auth_key: &[u8],
         esn: bool,
     ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
+        if let Encryption::AesCcm {
+            key_len: 24,
+            icv_len,
+        } = suite.enc
+        {
+            return Some(
+                crate::ipsec_mb_ccm::MbCcm192::new(enc_key, icv_len, suite, esn)
+                    .map(|k| Arc::new(k) as Arc<dyn EspKey>),
+            );
+        }
         let (cipher, hash) = library_ids(suite, esn)?;
         Some(
             build_mb(suite, cipher, hash, enc_key, auth_key, esn)
                 .map(|k| Arc::new(k) as Arc<dyn EspKey>),
         )
+    }
+
+    /// AES in CBC (encrypting) or counter mode alone, over a burst of buffers: the
+    /// pieces the library has of a mode it lacks (AES-192-CCM, `crate::ipsec_mb_ccm`).
+    pub(crate) struct AesCipherOnly {
+        esp: MbEsp,
+        /// The shim's `what`: encryption alone for CBC, decryption alone for counter
+        /// mode (the same both ways); each through the library's synchronous cipher
+        /// burst.
+        what: c_int,
+    }
+
+    impl AesCipherOnly {
+        /// AES-CBC encryption under `key` (16, 24 or 32 bytes).
+        pub(crate) fn cbc(key: &[u8]) -> Result<AesCipherOnly, CryptoError> {
+            let suite = Suite {
+                enc: Encryption::AesCbc { key_len: key.len() },
+                integ: Integrity::None,
+            };
+            Ok(AesCipherOnly {
+                esp: build_mb(suite, C_CBC, H_NULL, key, &[], false)?,
+                what: ENCRYPT_ONLY,
+            })
+        }
+
+        /// AES counter mode under `key`, from a whole 16-byte counter block.
+        pub(crate) fn ctr(key: &[u8]) -> Result<AesCipherOnly, CryptoError> {
+            let suite = Suite {
+                enc: Encryption::AesCtr { key_len: key.len() },
+                integ: Integrity::None,
+            };
+            let mut material = key.to_vec();
+            material.extend_from_slice(&[0; 4]);
+            let built = build_mb(suite, C_CTR, H_NULL, &material, &[], false);
+            material.zeroize();
+            Ok(AesCipherOnly {
+                esp: built?,
+                what: DECRYPT_ONLY,
+            })
+        }
+    }
+
+    thread_local! {
+        /// The records of [`CipherJobs`], kept between bursts.
+        static CIPHER_RECORDS: RefCell<Vec<RawOp>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A burst of buffers for an [`AesCipherOnly`], each with its IV (CBC) or first
+    /// counter block (counter mode), transformed in place by [`CipherJobs::run`]. The
+    /// buffers stay borrowed until the jobs are dropped.
+    pub(crate) struct CipherJobs<'a> {
+        records: Vec<RawOp>,
+        /// The first `used` records are this burst's.
+        used: usize,
+        buffers: std::marker::PhantomData<&'a mut [u8]>,
+    }
+
+    impl<'a> CipherJobs<'a> {
+        pub(crate) fn new() -> CipherJobs<'a> {
+            let records = CIPHER_RECORDS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+            CipherJobs {
+                records,
+                used: 0,
+                buffers: std::marker::PhantomData,
+            }
+        }
+
+        /// Adds `buf` (for CBC, whole blocks) with its 16-byte IV or counter block.
+        pub(crate) fn push(&mut self, buf: &'a mut [u8], iv: &[u8; 16]) {
+            if self.records.len() == self.used {
+                self.records.push(RawOp::empty());
+            }
+            // A record of an earlier burst, rewritten field by field (over 200 bytes).
+            let r = &mut self.records[self.used];
+            r.reset();
+            r.cipher_len = buf.len() as u64;
+            r.iv = *iv;
+            r.iv_len = 16;
+            r.buf = buf.as_mut_ptr();
+            self.used += 1;
+        }
+
+        /// Runs every job; [`CipherJobs::completed`] then tells which the library did.
+        pub(crate) fn run(&mut self, cipher: &AesCipherOnly) {
+            cipher.esp.run(cipher.what, &mut self.records[..self.used]);
+        }
+
+        /// Whether job `k` (in the order pushed) completed.
+        pub(crate) fn completed(&self, k: usize) -> bool {
+            k < self.used && self.records[k].status == 0
+        }
+    }
+
+    impl Drop for CipherJobs<'_> {
+        fn drop(&mut self) {
+            // The used records point into buffers no longer borrowed: cleared before they
+            // wait for the next burst (and `push` rewrites every field the shim reads).
+            for r in self.records[..self.used].iter_mut() {
+                r.reset();
+            }
+            let records = std::mem::take(&mut self.records);
+            CIPHER_RECORDS.with(|c| *c.borrow_mut() = records);
+        }
     }
 
     /// AH's ICV through the library for `integ`: every AH algorithm has a multi-buffer
@@ -556,8 +672,9 @@ mod imp {
             let done = with_mgr(|m| {
                 // SAFETY: m is this thread's live manager; sa points into self.keys, alive
                 // and unchanged for the call; every op's buf points at the start of a
-                // distinct buffer (an ESP packet, or an AH packet's covered text)
-                // exclusively borrowed by the caller for this call, and its offsets and
+                // distinct buffer (an ESP packet, an AH packet's covered text, or a
+                // buffer of `CipherJobs`, which holds its borrow) exclusively borrowed by
+                // the caller for this call, and its offsets and
                 // lengths were computed from that buffer's length (cipher and hash
                 // ranges, and for ESP with ESN the 4 bytes after the hashed text, inside
                 // the ICV's room); iv, aad and tag are arrays inside the op.

@@ -22,6 +22,8 @@ pub mod ct;
 pub mod esp;
 pub mod integrity;
 pub mod ipsec_mb;
+#[cfg(espgw_ipsec_mb)]
+mod ipsec_mb_ccm;
 mod ipsec_mb_esp;
 pub mod suite;
 

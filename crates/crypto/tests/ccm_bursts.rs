@@ -73,7 +73,7 @@ fn esp_packet(op: &Op, icv_len: usize, seq: u64) -> Vec<u8> {
             let mut p = vec![0x4a, 0x2c, 0xbf, 0xe3];
             p.extend_from_slice(&(seq as u32).to_be_bytes());
             p.resize(16, 0);
-            p.extend((0..len).map(|i| op.fill.wrapping_add(i as u8 * 31)));
+            p.extend((0..len).map(|i| op.fill.wrapping_add((i as u8).wrapping_mul(31))));
             p.resize(16 + len + icv_len, 0);
             p
         }

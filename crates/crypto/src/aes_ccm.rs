@@ -35,7 +35,7 @@ const NONCE_LEN: usize = 11;
 const L_FIELD: u8 = 4;
 
 /// The ESP IV (RFC 4309 §3.1: 8 bytes, here the sequence number).
-const IV_LEN: usize = 8;
+pub(crate) const IV_LEN: usize = 8;
 
 /// The expanded AES key of one of the three sizes (zeroized on drop by the `aes` crate).
 pub(crate) enum AesKey {
@@ -307,7 +307,7 @@ impl CcmLanes {
 }
 
 /// `block ^= bytes`, as one 128-bit word.
-fn xor_block(block: &mut Block, bytes: &[u8; 16]) {
+pub(crate) fn xor_block(block: &mut Block, bytes: &[u8; 16]) {
     let x = u128::from_ne_bytes((*block).into()) ^ u128::from_ne_bytes(*bytes);
     *block = x.to_ne_bytes().into();
 }

@@ -26,14 +26,12 @@ use std::cell::RefCell;
 
 use aes::Block;
 
-use crate::aes_ccm::{CcmLanes, LaneHead};
+use crate::aes_ccm::{xor_block, CcmLanes, LaneHead, IV_LEN};
 use crate::ct::ct_eq;
 use crate::esp::{EspKey, EspOp, ESP_HEADER_LEN};
 use crate::ipsec_mb_esp::{AesCipherOnly, CipherJobs};
 use crate::suite::Suite;
 use crate::CryptoError;
-
-const IV_LEN: usize = 8;
 
 /// Texts shorter than this go to the portable CCM's lanes instead: for them the
 /// library's two jobs per packet cost more than they save. Measured (docs/performance.md,
@@ -71,11 +69,6 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
-fn xor_block(block: &mut Block, bytes: &[u8; 16]) {
-    let x = u128::from_ne_bytes((*block).into()) ^ u128::from_ne_bytes(*bytes);
-    *block = x.to_ne_bytes().into();
 }
 
 impl MbCcm192 {
@@ -125,8 +118,7 @@ impl MbCcm192 {
         );
         self.lanes.aes().encrypt(&mut s.s0);
         let mut jobs = CipherJobs::new();
-        let mut owners = std::mem::take(&mut s.owners);
-        owners.clear();
+        s.owners.clear();
         let mut heads = s.heads.iter().enumerate().peekable();
         for (i, op) in ops.iter_mut().enumerate() {
             let Some((j, h)) = heads.next_if(|(_, h)| h.op == i) else {
@@ -138,14 +130,13 @@ impl MbCcm192 {
                     &mut op.esp[range],
                     &self.lanes.format().counter(&h.nonce, 1).into(),
                 );
-                owners.push(j);
+                s.owners.push(j);
             }
         }
         jobs.run(&self.ctr);
-        for (k, &j) in owners.iter().enumerate() {
+        for (k, &j) in s.owners.iter().enumerate() {
             s.ok[j] &= jobs.completed(k);
         }
-        s.owners = owners;
     }
 
     /// Every head's CBC-MAC over its text (as it is now: the plaintext) into `s.chains`.

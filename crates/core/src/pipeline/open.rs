@@ -26,10 +26,17 @@ impl Pipeline {
     #[inline(never)]
     pub(super) fn open_run(&mut self, t: &Tables, sa_idx: u32, pkts: &mut [Packet], base: usize) {
         let sa = &t.sas[sa_idx as usize];
+        let Some(key) = sa.esp_key() else {
+            return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
+        };
+        let icv = sa.icv_len;
         let mut replayed = 0u64;
         let mut expired = 0u64;
         let allowed = sa.lifetime_allowance(pkts.len() as u64);
-        // 1. Lifetime and replay pre-check: no crypto is spent on a packet that cannot pass.
+        // 1. Lifetime and replay pre-check, in the same pass as the crypto ops are listed:
+        // no crypto is spent on a packet that cannot pass.
+        let mut ops: Vec<EspOp<'_>> = recycle(std::mem::take(&mut self.esp_ops));
+        ops.reserve(pkts.len());
         {
             let w = sa.state.replay.lock().unwrap_or_else(|e| e.into_inner());
             for (k, p) in pkts.iter_mut().enumerate() {
@@ -37,20 +44,26 @@ impl Pipeline {
                 let Slot::Open { job, seq } = slot else {
                     continue;
                 };
-                if k as u64 >= allowed {
-                    *slot = Slot::Done;
-                    p.verdict = Verdict::Drop(DropReason::LifetimeExpired);
+                let reason = if k as u64 >= allowed {
                     expired += 1;
-                    continue;
-                }
-                match w.infer(job.seq_low, sa.esn) {
-                    Some(s) if w.check(s) => *seq = s,
-                    _ => {
-                        *slot = Slot::Done;
-                        p.verdict = Verdict::Drop(DropReason::Replay);
-                        replayed += 1;
+                    DropReason::LifetimeExpired
+                } else {
+                    match w.infer(job.seq_low, sa.esn) {
+                        Some(s) if w.check(s) => {
+                            *seq = s;
+                            let esp_end = job.text_off + job.text_len + icv;
+                            let esp = &mut p.data_mut()[job.esp_off..esp_end];
+                            ops.push(EspOp { esp, seq: s });
+                            continue;
+                        }
+                        _ => {
+                            replayed += 1;
+                            DropReason::Replay
+                        }
                     }
-                }
+                };
+                *slot = Slot::Done;
+                p.verdict = Verdict::Drop(reason);
             }
         }
         self.counters.drops[DropReason::LifetimeExpired as usize] += expired;
@@ -58,18 +71,6 @@ impl Pipeline {
         self.counters.drops[DropReason::Replay as usize] += replayed;
         sa.state.counters.drop(DropReason::Replay, replayed);
         // 2. One crypto call: authenticate and decrypt.
-        let icv = sa.icv_len;
-        let Some(key) = sa.esp_key() else {
-            return self.drop_run(t, sa_idx, pkts, base, DropReason::SaMismatch);
-        };
-        let mut ops: Vec<EspOp<'_>> = recycle(std::mem::take(&mut self.esp_ops));
-        ops.reserve(pkts.len());
-        for (k, p) in pkts.iter_mut().enumerate() {
-            if let Slot::Open { job, seq } = self.slots[base + k] {
-                let esp = &mut p.data_mut()[job.esp_off..job.text_off + job.text_len + icv];
-                ops.push(EspOp { esp, seq });
-            }
-        }
         self.oks.clear();
         self.oks.resize(ops.len(), false);
         key.open_burst(&mut ops, &mut self.oks);

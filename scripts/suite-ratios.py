@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Issue 14's per-suite target from `espgw-lab bench dataplane --algs all --json F` runs.
+
+    python3 scripts/suite-ratios.py run1.json run2.json run3.json
+
+Per row (suite, frame size, direction) the median over the runs of the pipeline's ratio to
+the raw rate of the same suite, measured in the same run; the target is at least 0.6 at
+1024 B and at least 0.4 at 64 B. AES-GCM has its own target (against DPDK ipsec-secgw) and
+NULL has no crypto to compare with, so neither is counted. Prints how many rows meet the
+target and every row that does not, with each run's ratio.
+"""
+
+import json
+import statistics
+import sys
+
+WANTED = {"64": 0.4, "1024": 0.6}
+
+
+def counted(algorithm):
+    """Whether a row counts towards the target."""
+    suite = algorithm.removeprefix("ah/")
+    return algorithm != "null" and not suite.startswith(("aes-128-gcm", "aes-192-gcm", "aes-256-gcm"))
+
+
+def main(paths):
+    if not paths:
+        sys.exit(__doc__)
+    ratios = {}
+    for path in paths:
+        with open(path) as f:
+            for row in json.load(f)["results"]:
+                key = (row["algorithm"], row["frame_size"], row["direction"])
+                ratios.setdefault(key, []).append(row["ratio_to_raw_suite"])
+    rows = {k: v for k, v in ratios.items() if counted(k[0]) and k[1] in WANTED}
+    below = []
+    for (algorithm, size, direction), runs in sorted(rows.items()):
+        median = statistics.median(runs)
+        if median < WANTED[size]:
+            below.append((algorithm, size, direction, median, runs))
+    print(f"{len(rows) - len(below)} of {len(rows)} rows meet the target "
+          f"(median of {len(paths)} runs: >= 0.6 at 1024 B, >= 0.4 at 64 B); below:")
+    for algorithm, size, direction, median, runs in below:
+        each = " ".join(f"{r:.3f}" for r in runs)
+        print(f"  {algorithm:<30} {size:>5} {direction:<8} median {median:.3f}  runs {each}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -25,6 +25,7 @@ use zeroize_free::key_of;
 use crate::gen::{self, FlowSpec, FCS_LEN, L4};
 
 mod raw;
+mod rounds;
 mod spd;
 mod workers;
 
@@ -79,6 +80,11 @@ pub enum BenchCmd {
         /// call; see the README's "Many cores"). Also what --seccomp runs.
         #[arg(long)]
         shared_library: bool,
+        /// With --workers: rounds of every worker count, their order alternating, each
+        /// round's scaling against its own one-worker trial; then the median of the rounds
+        /// and its range (a machine that drifts between trials makes one round say little).
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
         /// The protected traffic's family: ipv6 sends UDP over IPv6 between
         /// 2001:db8:100::10 and 2001:db8:113::20, frames of at least 74 bytes. One core only
         /// (not with --workers).
@@ -135,6 +141,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             spread,
             pin,
             shared_library,
+            rounds,
             inner,
             outer,
         } => {
@@ -144,9 +151,12 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 println!("under the live gateway's seccomp filter (kill mode)");
             }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
+            if workers.is_empty() && rounds != 1 {
+                return Err("--rounds is for --workers".into());
+            }
             if !workers.is_empty() {
-                if workers.contains(&0) || sas.contains(&0) {
-                    return Err("--workers and --sas take counts of at least 1".into());
+                if workers.contains(&0) || sas.contains(&0) || rounds == 0 {
+                    return Err("--workers, --sas and --rounds take counts of at least 1".into());
                 }
                 if (inner, outer) != (Family::Ipv4, Family::Ipv4) {
                     return Err(
@@ -161,6 +171,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                     pin,
                     // Loading an instance maps code from a new file: not under the filter.
                     own_instances: !shared_library && !seccomp,
+                    rounds,
                 };
                 return workers::dataplane_workers(
                     crypto,

@@ -59,6 +59,8 @@ pub struct WorkersArgs {
     /// Each of several workers runs its own instance of intel-ipsec-mb (as `espgw run`
     /// does); false: all share the process's one (for comparison, and under seccomp).
     pub own_instances: bool,
+    /// Rounds of every worker count, alternating their order ([`super::rounds`]).
+    pub rounds: usize,
 }
 
 /// The last byte of the far side's address for SA `k`: SA `k` carries the flows to (and
@@ -625,8 +627,70 @@ fn slowest_and_fastest(per_worker: &[f64]) -> String {
     format!("  workers {lo:.2}-{hi:.2} Mpps")
 }
 
+/// One row of the multi-worker table: what every worker count ran.
+struct Row<'a> {
+    alg: &'a str,
+    size: &'a str,
+    dir: Direction,
+    sas: usize,
+}
+
+/// Prints one trial's line (with its round when there are several).
+fn print_trial(
+    row: &Row<'_>,
+    n: usize,
+    spread: Spread,
+    r: &MultiTrial,
+    scaling: Option<f64>,
+    round: Option<usize>,
+) {
+    println!(
+        "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5} {:>5.1}% {:>5.1}%{}{}{}",
+        row.alg,
+        row.size,
+        direction_name(row.dir),
+        row.sas,
+        spread.name(),
+        n,
+        r.pps / 1e6,
+        scaling.map_or("-".into(), |s| format!("{s:.2}x")),
+        scaling.map_or("-".into(), |s| format!("{:.2}", s / n as f64)),
+        r.reordered,
+        r.gaps,
+        r.pipeline_wait * 100.0,
+        r.transmit_wait * 100.0,
+        slowest_and_fastest(&r.per_worker_mpps),
+        if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() },
+        round.map_or(String::new(), |k| format!("  round {k}")),
+    );
+}
+
+/// After the rounds of a row: per worker count, the median of the rounds' scaling and its
+/// range.
+fn print_medians(row: &Row<'_>, scalings: &[(usize, Vec<f64>)], rounds: usize) {
+    for (n, all) in scalings {
+        let Some(s) = rounds::spread_of(all) else {
+            continue;
+        };
+        println!(
+            "median of {rounds} rounds: {} {} {} {} SA(s), {n} workers: scaling {:.2}x ({:.2}-{:.2}), per worker {:.2} ({:.2}-{:.2})",
+            row.alg,
+            row.size,
+            direction_name(row.dir),
+            row.sas,
+            s.median,
+            s.low,
+            s.high,
+            s.median / *n as f64,
+            s.low / *n as f64,
+            s.high / *n as f64,
+        );
+    }
+}
+
 /// The multi-worker benchmark: every algorithm, size, direction and SA count, on each
-/// worker count, with the scaling against the one-worker rate.
+/// worker count, with the scaling against the one-worker rate; with several rounds, the
+/// worker counts alternate their order and each round is its own comparison.
 #[allow(clippy::too_many_arguments)]
 pub fn dataplane_workers(
     crypto: ProviderChoice,
@@ -690,46 +754,52 @@ pub fn dataplane_workers(
                     if !dirs.iter().any(|d| d == dname) {
                         continue;
                     }
-                    let mut one = None;
-                    for &n in &args.workers {
-                        let spread = match args.spread {
-                            Some(s) => s,
-                            None if k < n => Spread::Ordered,
-                            None => Spread::Hash,
-                        };
-                        let (ins, order) = inputs(&t2, size, dir, k, n, spread, &cpus)?;
-                        let r = multi_trial(&t1, dir, ins, order, args.own_instances, secs)?;
-                        if n == 1 {
-                            one = Some(r.pps);
+                    let row = Row {
+                        alg: &alg_name,
+                        size,
+                        dir,
+                        sas: k,
+                    };
+                    let mut scalings: Vec<(usize, Vec<f64>)> =
+                        args.workers.iter().map(|&n| (n, Vec::new())).collect();
+                    for round in 1..=args.rounds {
+                        let mut trials = Vec::new();
+                        for n in rounds::round_order(&args.workers, round) {
+                            let spread = match args.spread {
+                                Some(s) => s,
+                                None if k < n => Spread::Ordered,
+                                None => Spread::Hash,
+                            };
+                            let (ins, order) = inputs(&t2, size, dir, k, n, spread, &cpus)?;
+                            let r = multi_trial(&t1, dir, ins, order, args.own_instances, secs)?;
+                            trials.push((n, spread, r));
                         }
-                        let scaling = one.map(|o| r.pps / o);
-                        println!(
-                            "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8.2} {:>8} {:>10} {:>9} {:>5} {:>5.1}% {:>5.1}%{}{}",
-                            alg_name,
-                            size,
-                            dname,
-                            k,
-                            spread.name(),
-                            n,
-                            r.pps / 1e6,
-                            scaling.map_or("-".into(), |s| format!("{s:.2}x")),
-                            scaling.map_or("-".into(), |s| format!("{:.2}", s / n as f64)),
-                            r.reordered,
-                            r.gaps,
-                            r.pipeline_wait * 100.0,
-                            r.transmit_wait * 100.0,
-                            slowest_and_fastest(&r.per_worker_mpps),
-                            if r.dropped > 0 { format!("  ({} dropped!)", r.dropped) } else { String::new() }
-                        );
-                        records.push(json!({
-                            "algorithm": alg_name, "frame_size": size, "direction": dname,
-                            "sas": k, "spread": spread.name(), "workers": n,
-                            "mpps": r.pps / 1e6, "scaling": scaling, "efficiency": scaling.map(|s| s / n as f64),
-                            "checked": r.checked, "reordered": r.reordered, "gaps": r.gaps,
-                            "dropped": r.dropped, "seconds": secs, "pinned": args.pin,
-                            "waiting_pipeline": r.pipeline_wait, "waiting_transmit": r.transmit_wait,
-                            "per_worker_mpps": r.per_worker_mpps,
-                        }));
+                        // Reported in the order asked for, each against this round's one
+                        // worker.
+                        trials.sort_by_key(|t| args.workers.iter().position(|&n| n == t.0));
+                        let one = trials.iter().find(|t| t.0 == 1).map(|t| t.2.pps);
+                        for (n, spread, r) in &trials {
+                            let scaling = one.map(|o| r.pps / o);
+                            let round = (args.rounds > 1).then_some(round);
+                            print_trial(&row, *n, *spread, r, scaling, round);
+                            if let (Some(s), Some(all)) =
+                                (scaling, scalings.iter_mut().find(|x| x.0 == *n))
+                            {
+                                all.1.push(s);
+                            }
+                            records.push(json!({
+                                "algorithm": alg_name, "frame_size": size, "direction": direction_name(dir),
+                                "sas": k, "spread": spread.name(), "workers": n, "round": round.unwrap_or(1),
+                                "mpps": r.pps / 1e6, "scaling": scaling, "efficiency": scaling.map(|s| s / *n as f64),
+                                "checked": r.checked, "reordered": r.reordered, "gaps": r.gaps,
+                                "dropped": r.dropped, "seconds": secs, "pinned": args.pin,
+                                "waiting_pipeline": r.pipeline_wait, "waiting_transmit": r.transmit_wait,
+                                "per_worker_mpps": r.per_worker_mpps,
+                            }));
+                        }
+                    }
+                    if args.rounds > 1 {
+                        print_medians(&row, &scalings, args.rounds);
                     }
                 }
             }

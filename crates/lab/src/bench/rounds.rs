@@ -1,0 +1,81 @@
+//! Rounds of the multi-worker benchmark (`bench dataplane --workers ... --rounds R`).
+//!
+//! Scaling is a ratio of two trials, N workers against one, run one after the other; on a
+//! shared machine whose speed drifts between trials (this project's VMs drift 20-30 % and
+//! more), one such pair says little. So each round runs every worker count once, in the
+//! given order on odd rounds and the reverse on even rounds (drift then favours neither
+//! side), each round's scaling is taken against that same round's one-worker trial, and
+//! what is reported is the median of the rounds' ratios with their range.
+
+/// The worker counts in the order round `round` (from 1) runs them.
+pub fn round_order(workers: &[usize], round: usize) -> Vec<usize> {
+    if round % 2 == 1 {
+        workers.to_vec()
+    } else {
+        workers.iter().rev().copied().collect()
+    }
+}
+
+/// The median of the rounds' values and their range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The median and range of `values` (`None` when there are none). An even count takes
+/// the mean of the two middle values.
+pub fn spread_of(values: &[f64]) -> Option<Spread> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    let median = if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    };
+    Some(Spread {
+        median,
+        low: v[0],
+        high: v[v.len() - 1],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_alternate_the_order_of_the_worker_counts() {
+        assert_eq!(round_order(&[1, 2, 4], 1), vec![1, 2, 4]);
+        assert_eq!(round_order(&[1, 2, 4], 2), vec![4, 2, 1]);
+        assert_eq!(round_order(&[1, 2, 4], 3), vec![1, 2, 4]);
+        assert_eq!(round_order(&[2], 2), vec![2]);
+    }
+
+    #[test]
+    fn the_spread_is_the_median_and_the_range() {
+        assert_eq!(spread_of(&[]), None);
+        assert_eq!(
+            spread_of(&[1.8, 1.2, 1.6]),
+            Some(Spread {
+                median: 1.6,
+                low: 1.2,
+                high: 1.8
+            })
+        );
+        let even = spread_of(&[1.0, 2.0, 4.0, 3.0]).unwrap();
+        assert_eq!((even.median, even.low, even.high), (2.5, 1.0, 4.0));
+        // A trial that carried nothing (NaN or infinite scaling) is left out, not sorted
+        // anywhere.
+        let with_nan = spread_of(&[f64::NAN, 1.5, f64::INFINITY]).unwrap();
+        assert_eq!(
+            (with_nan.median, with_nan.low, with_nan.high),
+            (1.5, 1.5, 1.5)
+        );
+    }
+}

@@ -18,7 +18,7 @@ pub fn round_order(workers: &[usize], round: usize) -> Vec<usize> {
 
 /// The median of the rounds' values and their range.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
+pub struct Summary {
     pub median: f64,
     pub low: f64,
     pub high: f64,
@@ -26,7 +26,7 @@ pub struct Spread {
 
 /// The median and range of `values` (`None` when there are none). An even count takes
 /// the mean of the two middle values.
-pub fn spread_of(values: &[f64]) -> Option<Spread> {
+pub fn summary_of(values: &[f64]) -> Option<Summary> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;
@@ -38,7 +38,7 @@ pub fn spread_of(values: &[f64]) -> Option<Spread> {
     } else {
         (v[mid - 1] + v[mid]) / 2.0
     };
-    Some(Spread {
+    Some(Summary {
         median,
         low: v[0],
         high: v[v.len() - 1],
@@ -59,20 +59,20 @@ mod tests {
 
     #[test]
     fn the_spread_is_the_median_and_the_range() {
-        assert_eq!(spread_of(&[]), None);
+        assert_eq!(summary_of(&[]), None);
         assert_eq!(
-            spread_of(&[1.8, 1.2, 1.6]),
-            Some(Spread {
+            summary_of(&[1.8, 1.2, 1.6]),
+            Some(Summary {
                 median: 1.6,
                 low: 1.2,
                 high: 1.8
             })
         );
-        let even = spread_of(&[1.0, 2.0, 4.0, 3.0]).unwrap();
+        let even = summary_of(&[1.0, 2.0, 4.0, 3.0]).unwrap();
         assert_eq!((even.median, even.low, even.high), (2.5, 1.0, 4.0));
         // A trial that carried nothing (NaN or infinite scaling) is left out, not sorted
         // anywhere.
-        let with_nan = spread_of(&[f64::NAN, 1.5, f64::INFINITY]).unwrap();
+        let with_nan = summary_of(&[f64::NAN, 1.5, f64::INFINITY]).unwrap();
         assert_eq!(
             (with_nan.median, with_nan.low, with_nan.high),
             (1.5, 1.5, 1.5)

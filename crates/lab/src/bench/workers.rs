@@ -669,7 +669,7 @@ fn print_trial(
 /// range.
 fn print_medians(row: &Row<'_>, scalings: &[(usize, Vec<f64>)], rounds: usize) {
     for (n, all) in scalings {
-        let Some(s) = rounds::spread_of(all) else {
+        let Some(s) = rounds::summary_of(all) else {
             continue;
         };
         println!(

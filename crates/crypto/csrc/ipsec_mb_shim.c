@@ -406,7 +406,10 @@ struct espgw_mb_op {
     uint8_t tag[64];        /* out: the computed tag */
     uint8_t expect[32];     /* the received ICV (used by the Rust side only) */
     int64_t status;         /* out: 0 when the job completed */
+    uint8_t *tag_out;       /* where the tag goes: the packet's ICV room when sealing,
+                               NULL for tag[] */
 };
+_Static_assert(sizeof(struct espgw_mb_op) == 200, "espgw_mb_op layout");
 
 static IMB_CIPHER_MODE mb_cipher(int32_t c)
 {
@@ -464,7 +467,7 @@ static void fill_esp_job(IMB_JOB *job, const struct espgw_mb_sa *sa, int what,
     job->msg_len_to_hash_in_bytes = op->hash_len;
     job->iv = op->iv;
     job->iv_len_in_bytes = op->iv_len;
-    job->auth_tag_output = op->tag;
+    job->auth_tag_output = op->tag_out != NULL ? op->tag_out : op->tag;
     job->auth_tag_output_len_in_bytes = sa->tag_len;
     switch (job->hash_alg) {
     case IMB_AUTH_HMAC_SHA_1:

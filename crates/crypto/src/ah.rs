@@ -66,6 +66,24 @@ impl Icv {
         self.len = 0;
     }
 
+    /// Where a back-end may write the ICV itself ([`MAX_ICV`] bytes), to take it with
+    /// [`Icv::mark_set`] once written: no copy from a scratch tag.
+    #[cfg(espgw_ipsec_mb)]
+    pub(crate) fn out_ptr(&mut self) -> *mut u8 {
+        self.bytes.as_mut_ptr()
+    }
+
+    /// Takes the first `len` bytes written through [`Icv::out_ptr`] as the ICV; a length
+    /// that is zero or over [`MAX_ICV`] leaves it unset.
+    #[cfg(espgw_ipsec_mb)]
+    pub(crate) fn mark_set(&mut self, len: usize) {
+        self.len = if (1..=MAX_ICV).contains(&len) {
+            len as u8
+        } else {
+            0
+        };
+    }
+
     /// The ICV, if it was computed.
     pub fn get(&self) -> Option<&[u8]> {
         self.bytes

@@ -1119,6 +1119,9 @@ mod imp {
                     let raw = s.next();
                     raw.buf = op.text.as_mut_ptr();
                     raw.hash_len = op.text.len() as u64;
+                    // The library writes the ICV into the op's own slot (`icv` bytes of
+                    // its MAX_ICV), not into the record to be copied out after.
+                    raw.tag_out = op.icv.out_ptr();
                     if let Mode::Gmac { salt } = self.esp.mode {
                         // RFC 4543 §3.1 (AH: §5): the nonce is salt || the header's IV.
                         raw.iv[..4].copy_from_slice(&salt);
@@ -1130,7 +1133,7 @@ mod imp {
                 self.esp.run(HASH_ONLY, s.live());
                 for (op, raw) in ops.iter_mut().zip(&s.ops[..s.used]) {
                     if raw.status == 0 {
-                        op.icv.set(&raw.tag[..icv]);
+                        op.icv.mark_set(icv);
                     } else {
                         op.icv.clear();
                     }

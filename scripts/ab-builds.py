@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Two espgw-lab builds side by side on one pinned core: `bench dataplane --no-raw`.
+
+    python3 scripts/ab-builds.py BASE NEW --rounds 16 --algs aes-128-gcm,chacha20-poly1305 \\
+        --sizes 64,1024 --directions outbound,inbound [--cpu 1] [--seconds 0.3]
+
+Each round runs both builds once, in turn, the order reversed every other round, so that a
+machine drifting during the run weighs on both alike. Per row (suite, frame size, direction)
+it prints the median Mpps of each build over the rounds, and the median of the per-round
+ratios new / base with their range and how many rounds the new build was faster: on a
+shared machine that drifts 20-30 % between trials, one pair of numbers says little.
+"""
+
+import argparse
+import collections
+import statistics
+import subprocess
+import sys
+
+
+def trial(binary, args):
+    """One `bench dataplane` run of `binary`: {(suite, size, direction): Mpps}."""
+    cmd = ["taskset", "-c", str(args.cpu), binary, "bench", "dataplane", "--no-raw",
+           "--seconds", str(args.seconds), "--sizes", args.sizes, "--algs", args.algs,
+           "--directions", args.directions]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[1].isdigit() and f[2] in ("outbound", "inbound"):
+            rows[(f[0], int(f[1]), f[2])] = float(f[3])
+    if not rows:
+        sys.exit(f"{binary}: no result rows in its output")
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("base")
+    p.add_argument("new")
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--algs", default="aes-128-gcm")
+    p.add_argument("--sizes", default="64,1024")
+    p.add_argument("--directions", default="outbound,inbound")
+    p.add_argument("--seconds", type=float, default=0.3)
+    p.add_argument("--cpu", type=int, default=1)
+    args = p.parse_args()
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
+    rates = collections.defaultdict(lambda: ([], []))
+    for r in range(args.rounds):
+        order = [(0, args.base), (1, args.new)]
+        if r % 2 == 1:
+            order.reverse()
+        got = {i: trial(b, args) for i, b in order}
+        for key in got[0].keys() & got[1].keys():
+            rates[key][0].append(got[0][key])
+            rates[key][1].append(got[1][key])
+    print(f"{args.rounds} rounds, builds alternating on CPU {args.cpu}: median Mpps of each, "
+          "median of the per-round ratios new / base (range; rounds new faster)")
+    for key in sorted(rates):
+        base, new = rates[key]
+        ratios = [n / b for b, n in zip(base, new) if b > 0]
+        faster = sum(x > 1 for x in ratios)
+        print(f"{key[0]:<32} {key[1]:>5} {key[2]:<8} {statistics.median(base):7.2f} "
+              f"{statistics.median(new):7.2f}  {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f}-{max(ratios):.3f}; {faster}/{len(ratios)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -685,7 +685,10 @@ mod imp {
                 // the caller for this call, and its offsets and
                 // lengths were computed from that buffer's length (cipher and hash
                 // ranges, and for ESP with ESN the 4 bytes after the hashed text, inside
-                // the ICV's room); iv, aad and tag are arrays inside the op.
+                // the ICV's room); iv, aad and tag are arrays inside the op; tag_out is
+                // null or points at `tag_len` writable bytes no other op names: a sealed
+                // ESP packet's ICV room (the last `tag_len` bytes of its buffer) or an AH
+                // op's own `Icv` slot (MAX_ICV bytes, borrowed by the caller for the call).
                 unsafe { espgw_mb_esp(m, &sa, what, ops.as_mut_ptr(), ops.len() as u32) };
             });
             if done.is_none() {

@@ -1,22 +1,25 @@
 #!/bin/bash
 # Issue 15 on the 16-core host: in-memory and live scaling, one worker against kernel forwarding.
 # Every step has its own time limit; the log goes to $OUT as it is written.
-# Knobs (environment): W_LIVE, T, TCPUS, ROUNDS, MEMW.
+# Knobs (environment): W_LIVE, T, TCPUS, ROUNDS (live), MEMW, MEMROUNDS (in memory).
 set -u
 LOG=log.txt
 source "$(dirname "$0")/common.sh"
-T=${T:-4}; TCPUS=${TCPUS:-8-15}; ROUNDS=${ROUNDS:-2}; MEMW=${MEMW:-1,2,4,8}
+T=${T:-4}; TCPUS=${TCPUS:-8-15}; ROUNDS=${ROUNDS:-2}; MEMW=${MEMW:-1,2,4,8}; MEMROUNDS=${MEMROUNDS:-5}
 W_LIVE=${W_LIVE:-"1 2 4"}
 step host; host_facts
 ip netns add espgw-probe && ip netns del espgw-probe && echo "netns: ok"
 ulimit -l unlimited
 
-step "in memory, one SA, 3 rounds"
-for r in 1 2 3; do
-  timeout 90 $L bench dataplane --workers $MEMW --sas 1 --pin --sizes 64,1420 --algs aes-128-gcm --seconds 0.5
-done
-step "in memory, 8 SAs"
-timeout 90 $L bench dataplane --workers $MEMW --sas 8 --pin --sizes 64 --algs aes-128-gcm --seconds 0.5
+# --rounds: every worker count once a round, the order alternating, each round's scaling
+# against its own one-worker trial, then the median and range (crates/lab/src/bench/rounds.rs):
+# one pair of trials says little on a shared host that drifts between them.
+step "in memory, one SA, $MEMROUNDS rounds"
+timeout 240 $L bench dataplane --workers $MEMW --sas 1 --pin --sizes 64,1420 --algs aes-128-gcm --seconds 0.4 \
+  --rounds $MEMROUNDS
+step "in memory, 8 SAs, $MEMROUNDS rounds"
+timeout 120 $L bench dataplane --workers $MEMW --sas 8 --pin --sizes 64 --algs aes-128-gcm --seconds 0.4 \
+  --rounds $MEMROUNDS
 
 Q="bench rfc2544 --quick --tests throughput --no-ceiling --threads $T --flows 16 --tester-cpus $TCPUS"
 live() { # name, then arguments

@@ -9,6 +9,11 @@ machine drifting during the run weighs on both alike. Per row (suite, frame size
 it prints the median Mpps of each build over the rounds, and the median of the per-round
 ratios new / base with their range and how many rounds the new build was faster: on a
 shared machine that drifts 20-30 % between trials, one pair of numbers says little.
+
+It also reports how busy the other CPUs were during the trials (from /proc/stat): on this
+project's 2-core VM a busy CPU 0 (a build, a fuzzer) slowed `bench dataplane` on CPU 1 from
+8-11 to 6.3 Mpps (AES-128-GCM, 64 B, 2026-11-27), so trials taken beside other work are
+flagged rather than silently mixed in.
 """
 
 import argparse
@@ -16,6 +21,29 @@ import collections
 import statistics
 import subprocess
 import sys
+
+
+def cpu_times():
+    """{cpu: (busy, total)} jiffies from /proc/stat."""
+    times = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                v = [int(x) for x in fields]
+                idle = v[3] + (v[4] if len(v) > 4 else 0)
+                times[int(name[3:])] = (sum(v) - idle, sum(v))
+    return times
+
+
+def others_busy(before, after, cpu):
+    """The busiest other CPU's share of busy time between two `cpu_times` readings."""
+    shares = [
+        (after[c][0] - before[c][0]) / max(1, after[c][1] - before[c][1])
+        for c in after
+        if c != cpu and c in before
+    ]
+    return max(shares, default=0.0)
 
 
 def trial(binary, args):
@@ -48,11 +76,14 @@ def main():
     if args.rounds < 1:
         sys.exit("--rounds must be at least 1")
     rates = collections.defaultdict(lambda: ([], []))
+    busiest = 0.0
     for r in range(args.rounds):
         order = [(0, args.base), (1, args.new)]
         if r % 2 == 1:
             order.reverse()
+        before = cpu_times()
         got = {i: trial(b, args) for i, b in order}
+        busiest = max(busiest, others_busy(before, cpu_times(), args.cpu))
         for key in got[0].keys() & got[1].keys():
             rates[key][0].append(got[0][key])
             rates[key][1].append(got[1][key])
@@ -65,6 +96,8 @@ def main():
         print(f"{key[0]:<32} {key[1]:>5} {key[2]:<8} {statistics.median(base):7.2f} "
               f"{statistics.median(new):7.2f}  {statistics.median(ratios):.3f} "
               f"({min(ratios):.3f}-{max(ratios):.3f}; {faster}/{len(ratios)})")
+    print(f"busiest other CPU during a round: {busiest:.0%} busy"
+          + ("  (other work ran beside the trials: the rates are low and noisy)" if busiest > 0.2 else ""))
 
 
 if __name__ == "__main__":

@@ -992,6 +992,8 @@ mod imp {
             }
             let min = self.min_len();
             let icv = self.suite.icv_len();
+            // Per SA, not per packet (as sealing's `in_place`).
+            let save_icv = self.icv_room_used();
             for o in ok.iter_mut() {
                 *o = false;
             }
@@ -1005,7 +1007,7 @@ mod imp {
                     let text_end = op.esp.len() - icv;
                     let raw = s.next();
                     // Saved before the layout where it writes into the ICV's room.
-                    if self.icv_room_used() {
+                    if save_icv {
                         raw.expect[..icv].copy_from_slice(&op.esp[text_end..]);
                     }
                     if self.layout(op.esp, op.seq, raw) {

@@ -24,6 +24,7 @@ use zeroize_free::key_of;
 
 use crate::gen::{self, FlowSpec, FCS_LEN, L4};
 
+mod host_load;
 mod raw;
 mod rounds;
 mod spd;
@@ -472,6 +473,8 @@ fn dataplane(
     );
     print_dataplane_header(secs, &provider.name(), &raw_mb.name());
     let mut records = Vec::new();
+    let own_cpus = host_load::own_cpus();
+    let mut neighbours = Vec::new();
     let names = bench_names(algs);
     for alg_name in &names {
         let (proto, suite) = parse_alg(alg_name)?;
@@ -490,6 +493,8 @@ fn dataplane(
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {
+            // Each row's neighbour load covers its raw references and its trial.
+            let load_before = host_load::CpuTimes::now();
             let plain = templates(size, false, inner)?;
             let plain_rev = templates(size, true, inner)?;
             let wire: Vec<usize> = plain.iter().map(|f| f.len() + FCS_LEN).collect();
@@ -517,6 +522,10 @@ fn dataplane(
                 }
                 let mut node = Node::new(t1.clone(), Arc::default(), Vec::new());
                 let r = trial(&mut node, dir, frames, &wire, secs)?;
+                let busiest = own_cpus.as_deref().and_then(|own| {
+                    host_load::busiest_other(&load_before, &host_load::CpuTimes::now(), own)
+                });
+                neighbours.push(busiest);
                 println!(
                     "{:<30} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>7.2} {:>7.0}% {:>8.2} {:>7.2}{}",
                     alg_name,
@@ -543,12 +552,16 @@ fn dataplane(
                     "ratio_to_raw_suite": r.pps / raw, "ratio_to_raw_job_api": if raw_j.is_nan() { serde_json::Value::Null } else { json!(r.pps / raw_j) },
                     "dropped": r.dropped, "crypto": provider.name(), "seconds": secs,
                     "inner": family_name(inner), "outer": family_name(outer),
+                    "busiest_other_cpu": busiest.map(|(cpu, _)| cpu), "busiest_other_cpu_busy": busiest.map(|(_, s)| s),
                 }));
             }
         }
     }
+    for line in host_load::summary(&neighbours) {
+        println!("{line}");
+    }
     if let Some(p) = json_out {
-        let v = json!({ "benchmark": "dataplane", "cpu": cpu_model(), "results": records });
+        let v = json!({ "benchmark": "dataplane", "cpu": cpu_model(), "own_cpus": own_cpus, "results": records });
         std::fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default())
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }

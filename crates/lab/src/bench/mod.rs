@@ -493,7 +493,8 @@ fn dataplane(
         let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
         let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
         for size in sizes {
-            // Each row's neighbour load covers its raw references and its trial.
+            // Each row's neighbour load runs from here (before the raw references) to the
+            // end of its own trial, so the inbound row's also spans the outbound trial.
             let load_before = host_load::CpuTimes::now();
             let plain = templates(size, false, inner)?;
             let plain_rev = templates(size, true, inner)?;

@@ -8,11 +8,15 @@ cd "$(dirname "$0")/../fuzz"
 secs=${1:-20}
 export RUSTC_BOOTSTRAP=1
 targets=$(cargo fuzz list)
+# The targets' shared helpers first (checksum fixing, the input format), and a check that
+# the committed seeds (fuzz/make-seeds.py, from scapy) still pass the gateway.
+cargo test -q --lib
 cargo fuzz build -O
 for t in $targets; do
   # regressions/<target> holds inputs that once crashed (committed): libFuzzer runs every
   # file of every corpus directory first, so an old bug coming back fails at once.
-  # seeds/<target> (committed, where present) holds well-formed inputs to start from.
+  # seeds/<target> (committed, where present) holds well-formed inputs to start from
+  # (fuzz/make-seeds.py writes those of the whole-path targets).
   mkdir -p "corpus/$t" "regressions/$t"
   seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
   echo "fuzz: $t for ${secs}s"

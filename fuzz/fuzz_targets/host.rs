@@ -1,5 +1,6 @@
 //! Any byte sequence as a frame for the gateway's host stage (ARP, ND, ping, TTL), the
 //! ESP reassembler and the ICMP error builder: never a panic, memory stays bounded.
+//! Input: a control byte, then frames separated by 0xa5 ([`espgw_fuzz::frames`]).
 #![no_main]
 use std::time::Instant;
 
@@ -14,9 +15,9 @@ fuzz_target!(|data: &[u8]| {
     let cache = NeighbourCache::default();
     let mut r = Reassembler::default();
     let now = Instant::now();
-    for (i, f) in data.split(|&b| b == 0xa5).take(8).enumerate() {
+    for (i, f) in espgw_fuzz::frames(data, 8).into_iter().enumerate() {
         let mut p = Packet::new();
-        if p.load(f).is_err() {
+        if p.load(&f).is_err() {
             continue;
         }
         let port = (i % 2) as u16;

@@ -12,17 +12,22 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (tables, cache) = espgw_fuzz::live_tables();
-    let mut node = Node::new(tables, cache, Vec::new());
+    let mut node = Node::with_buffers(tables, cache, Vec::new(), espgw_fuzz::NODE_BUFFERS);
     let mut tx = Transmit::new(2, 32);
     let mut now = Instant::now();
     for f in data.split(|&b| b == 0xa5).take(16) {
-        // First byte: the port (bit 0) and how far the clock moves before it (x 50 ms).
+        // First byte: the port (bit 0), whether the frame's checksums are made right
+        // (bit 1: see `fix_checksums`), and how far the clock moves before it (x 100 ms).
         let Some((&sel, frame)) = f.split_first() else {
             continue;
         };
-        now += Duration::from_millis(u64::from(sel >> 1) * 50);
+        let mut frame = frame.to_vec();
+        if sel & 2 != 0 {
+            espgw_fuzz::fix_checksums(&mut frame);
+        }
+        now += Duration::from_millis(u64::from(sel >> 2) * 100);
         let mut p = node.pool().get();
-        if p.load(frame).is_err() {
+        if p.load(&frame).is_err() {
             node.pool().put(p);
             continue;
         }

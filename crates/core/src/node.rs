@@ -147,11 +147,26 @@ impl Node {
     /// A node over `tables`, learning neighbours into `neighbours`, able to send on the
     /// ports whose `links` entry is true (missing entries: true).
     pub fn new(tables: Arc<Tables>, neighbours: Arc<NeighbourCache>, links: Vec<bool>) -> Self {
+        // A burst for each port's turn and a few more in flight, and the most packets
+        // held for a next hop.
+        let buffers = tables.burst * (tables.ports.len() + 4) + MAX_HELD;
+        Self::with_buffers(tables, neighbours, links, buffers)
+    }
+
+    /// [`Node::new`] with `buffers` buffers in its pool to begin with. The pool grows to
+    /// its high-water mark when it runs short, so a smaller start changes when memory is
+    /// allocated, not what the node does: for a node that lives briefly (a fuzzing input
+    /// builds one each, and a full pool is about 2 MB of buffers).
+    pub fn with_buffers(
+        tables: Arc<Tables>,
+        neighbours: Arc<NeighbourCache>,
+        links: Vec<bool>,
+        buffers: usize,
+    ) -> Self {
         let burst = tables.burst;
-        let ports = tables.ports.len();
         Node {
             pipeline: Pipeline::new(tables),
-            pool: PacketPool::new(burst * (ports + 4) + MAX_HELD),
+            pool: PacketPool::new(buffers),
             neighbours,
             links,
             claims: Vec::with_capacity(burst),

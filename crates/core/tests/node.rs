@@ -43,13 +43,21 @@ fn gw2() -> Node {
 }
 
 fn node(text: &str, learning: bool) -> Node {
+    node_with_buffers(text, learning, None)
+}
+
+/// [`node`], its pool starting with `buffers` buffers when given ([`Node::with_buffers`]).
+fn node_with_buffers(text: &str, learning: bool, buffers: Option<usize>) -> Node {
     let cfg = parse(text, "test.toml", None).expect("config");
     let mut t = Tables::build(&cfg, default_provider().as_ref(), None).expect("tables");
     let cache = Arc::new(NeighbourCache::default());
     if learning {
         t.neighbours.dynamic = Some(cache.clone());
     }
-    Node::new(Arc::new(t), cache, Vec::new())
+    match buffers {
+        Some(n) => Node::with_buffers(Arc::new(t), cache, Vec::new(), n),
+        None => Node::new(Arc::new(t), cache, Vec::new()),
+    }
 }
 
 /// RFC 1071 checksum, written here independently of the gateway's.
@@ -226,6 +234,46 @@ fn packets_wait_for_arp_and_leave_in_order_once_the_next_hop_answers() {
         want[10..12].copy_from_slice(&c.to_be_bytes());
         assert_eq!(&f[14..], &want[..], "packet {i}");
     }
+}
+
+#[test]
+fn a_node_whose_pool_starts_empty_sends_what_a_full_one_does() {
+    // 100 packets held for the next hop (more than a burst), released by the ARP reply,
+    // then a burst forwarded at once: every buffer beyond the first comes from the pool
+    // growing. The frames must match byte for byte a node built with its full pool.
+    let run = |buffers: Option<usize>| {
+        let mut gw = node_with_buffers(DEFAULT_CONFIG, true, buffers);
+        let t0 = Instant::now();
+        let plain: Vec<_> = (0..100u8).map(|i| from_host(40, i, 64, true)).collect();
+        let mut out = feed(&mut gw, SOUTH, &plain[..50], t0);
+        let more = feed(&mut gw, SOUTH, &plain[50..], t0);
+        assert_eq!(gw.held(), 100);
+        let reply = ethernet(
+            GW1_NORTH_MAC,
+            GW2_NORTH_MAC,
+            0x0806,
+            &arp(2, GW2_NORTH_MAC, GW2_NORTH, GW1_NORTH_MAC, GW1_NORTH),
+        );
+        let released = feed(&mut gw, NORTH, &[reply], t0 + Duration::from_millis(5));
+        let burst: Vec<_> = (0..64u8).map(|i| from_host(100, i, 64, false)).collect();
+        let after = feed(&mut gw, SOUTH, &burst, t0 + Duration::from_millis(6));
+        for sent in [more, released, after] {
+            for (o, s) in out.iter_mut().zip(sent) {
+                o.extend(s);
+            }
+        }
+        out
+    };
+    let full = run(None);
+    let empty = run(Some(0));
+    // One ARP request, then 100 released and 64 forwarded, in sequence order.
+    assert_eq!(full[NORTH as usize].len(), 1 + 100 + 64);
+    let seqs: Vec<u32> = full[NORTH as usize][1..]
+        .iter()
+        .map(|f| esp_seq(f))
+        .collect();
+    assert_eq!(seqs, (1..=164).collect::<Vec<u32>>());
+    assert_eq!(empty, full);
 }
 
 #[test]

@@ -234,7 +234,7 @@ pub fn live_tables() -> (Arc<Tables>, Arc<NeighbourCache>) {
 
 /// Buffers a fuzzing node starts with ([`espgw_core::Node::with_buffers`]): a full pool is
 /// about 2 MB of buffers, allocated and freed for every input under AddressSanitizer (the
-/// whole-path targets ran about 600 inputs a second with it). The pool grows when a test
+/// whole-path targets ran 225-620 inputs a second with it). The pool grows when a test
 /// needs more.
 pub const NODE_BUFFERS: usize = 16;
 

@@ -142,6 +142,16 @@ fn arp(op: u16, sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4]) -> Vec<u
 
 /// Runs `frames` received on `port` through `node` at `now`; returns what it sent, per
 /// port.
+/// Gateway 2's ARP reply (RFC 826) to gateway 1's request for the tunnel's next hop.
+fn arp_reply_from_gw2() -> Vec<u8> {
+    ethernet(
+        GW1_NORTH_MAC,
+        GW2_NORTH_MAC,
+        0x0806,
+        &arp(2, GW2_NORTH_MAC, GW2_NORTH, GW1_NORTH_MAC, GW1_NORTH),
+    )
+}
+
 fn feed(node: &mut Node, port: u16, frames: &[Vec<u8>], now: Instant) -> [Vec<Vec<u8>>; 2] {
     let mut rx: Vec<Packet> = frames
         .iter()
@@ -197,13 +207,12 @@ fn packets_wait_for_arp_and_leave_in_order_once_the_next_hop_answers() {
     assert_eq!(gw1.held(), 3);
 
     // The reply: the held packets go out, in the order they came, to the learned MAC.
-    let reply = ethernet(
-        GW1_NORTH_MAC,
-        GW2_NORTH_MAC,
-        0x0806,
-        &arp(2, GW2_NORTH_MAC, GW2_NORTH, GW1_NORTH_MAC, GW1_NORTH),
+    let sent = feed(
+        &mut gw1,
+        NORTH,
+        &[arp_reply_from_gw2()],
+        t0 + Duration::from_millis(5),
     );
-    let sent = feed(&mut gw1, NORTH, &[reply], t0 + Duration::from_millis(5));
     assert_eq!(gw1.held(), 0);
     let esp = &sent[NORTH as usize];
     assert_eq!(
@@ -248,13 +257,12 @@ fn a_node_whose_pool_starts_empty_sends_what_a_full_one_does() {
         let mut out = feed(&mut gw, SOUTH, &plain[..50], t0);
         let more = feed(&mut gw, SOUTH, &plain[50..], t0);
         assert_eq!(gw.held(), 100);
-        let reply = ethernet(
-            GW1_NORTH_MAC,
-            GW2_NORTH_MAC,
-            0x0806,
-            &arp(2, GW2_NORTH_MAC, GW2_NORTH, GW1_NORTH_MAC, GW1_NORTH),
+        let released = feed(
+            &mut gw,
+            NORTH,
+            &[arp_reply_from_gw2()],
+            t0 + Duration::from_millis(5),
         );
-        let released = feed(&mut gw, NORTH, &[reply], t0 + Duration::from_millis(5));
         let burst: Vec<_> = (0..64u8).map(|i| from_host(100, i, 64, false)).collect();
         let after = feed(&mut gw, SOUTH, &burst, t0 + Duration::from_millis(6));
         for sent in [more, released, after] {

@@ -16,13 +16,16 @@ run_pkgs=(gcc libc6-dev libipsec-mb-dev libxdp-dev libbpf-dev iproute2 ethtool i
 # JSON); IKEv2 through charon: make, bzip2 and dpkg-dev (the kernel-espgw plugin is built
 # against Debian's own strongSwan source), nftables (keeps ESP away from the gateway
 # namespace's kernel, which sees IKE), strongswan-pki (a test CA and certificates); the package:
-# dpkg-dev (dpkg-shlibdeps for its Depends), man-db and systemd (its test).
+# dpkg-dev (dpkg-shlibdeps for its Depends), man-db and systemd (its test); DPDK's
+# ipsec-secgw as an interop peer (tests/interop/test_dpdk_secgw.py builds it from dpdk-doc's
+# example with libdpdk-dev and pkgconf).
 test_pkgs=(python3-scapy python3-cryptography python3-pytest tshark iperf3 procps util-linux
   strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
   chromium fonts-dejavu-core
   python3-jsonschema
   make bzip2 nftables strongswan-pki
-  dpkg-dev man-db systemd)
+  dpkg-dev man-db systemd
+  dpdk-doc libdpdk-dev pkgconf)
 case "$mode" in
   --run) pkgs=("${run_pkgs[@]}") ;;
   all) pkgs=("${run_pkgs[@]}" "${test_pkgs[@]}") ;;

@@ -75,7 +75,9 @@ class Gateway:
                 src, dst = (local, remote) if s.direction == "out" else (remote, local)
                 line += f" \\\n    src {src} dst {dst}"
             if s.esn:
-                line += f" esn {s.initial_seq}"
+                # ipsec-secgw's `esn N`: the first number sent outbound, the window's top
+                # inbound (crates/config/src/secgw/sa.rs, `initial_seq`).
+                line += f" esn {s.initial_seq + 1 if s.direction == 'out' else s.initial_seq}"
             if s.udp:
                 line += " udp-encap"
             out.append(line)

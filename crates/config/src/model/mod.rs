@@ -205,8 +205,9 @@ pub struct SaConfig {
     /// The integrity key (empty for combined-mode algorithms).
     pub auth_key: Zeroizing<Vec<u8>>,
     pub esn: bool,
-    /// The last sequence number before the SA's first packet (DPDK's `esn N`): outbound
-    /// sends `initial_seq + 1` first, inbound starts its replay window there.
+    /// The last sequence number before the SA's first packet: outbound sends
+    /// `initial_seq + 1` first, inbound starts its replay window with it at the top (nothing
+    /// seen). DPDK's `esn N` gives N - 1 outbound and N inbound (`secgw::sa`).
     pub initial_seq: u64,
     /// Replay window in packets; 0 turns anti-replay off (inbound only).
     pub replay_window: u32,

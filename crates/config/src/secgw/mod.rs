@@ -30,25 +30,70 @@ mod tests;
 
 use sa::parse_sa;
 
-/// A token and the physical line it came from.
+/// A token and the physical line it came from (its first, for one split by a `\`).
 struct Tok<'a> {
-    s: &'a str,
+    s: TokText<'a>,
     line: usize,
 }
 
-/// Splits the text into logical lines (joining `\` continuations) of tokens.
+/// A token's text: a slice of the file, or, for one that a `\` split in two, the two
+/// halves joined (kept in zeroized memory: a split token is often a long key).
+enum TokText<'a> {
+    Slice(&'a str),
+    Joined(Zeroizing<String>),
+}
+
+impl TokText<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            TokText::Slice(s) => s,
+            TokText::Joined(s) => s,
+        }
+    }
+}
+
+/// Splits the text into logical lines (joining `\` continuations) of tokens, as
+/// ipsec-secgw's parser does: a continued line's text before the `\` and the next line are
+/// joined with nothing between them, so a key split as `a0:a0:\` / `a0:a0` is one token
+/// (DPDK's own example `ep0.cfg` splits its keys so) while a space on either side separates;
+/// a line whose first character is `#` is skipped whole, inside a continuation too.
 fn logical_lines(text: &str) -> Vec<Vec<Tok<'_>>> {
     let mut out = Vec::new();
     let mut cur: Vec<Tok<'_>> = Vec::new();
+    // The last line ended `...x\` with no space before the `\`.
+    let mut glued = false;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
+        if raw.starts_with('#') {
+            continue;
+        }
         let body = raw.split('#').next().unwrap_or("");
         let trimmed = body.trim_end();
         let (content, continues) = match trimmed.strip_suffix('\\') {
             Some(c) => (c, true),
             None => (trimmed, false),
         };
-        cur.extend(content.split_whitespace().map(|s| Tok { s, line }));
+        let mut words = content.split_whitespace();
+        if glued && !content.starts_with(char::is_whitespace) {
+            if let (Some(first), Some(last)) = (words.next(), cur.last_mut()) {
+                let mut joined =
+                    Zeroizing::new(String::with_capacity(last.s.as_str().len() + first.len()));
+                joined.push_str(last.s.as_str());
+                joined.push_str(first);
+                last.s = TokText::Joined(joined);
+            }
+        }
+        cur.extend(words.map(|s| Tok {
+            s: TokText::Slice(s),
+            line,
+        }));
+        // An empty continued line (`\` alone) leaves the join as it was.
+        glued = continues
+            && if content.is_empty() {
+                glued
+            } else {
+                !content.ends_with(char::is_whitespace)
+            };
         if !continues && !cur.is_empty() {
             out.push(std::mem::take(&mut cur));
         }
@@ -74,17 +119,17 @@ impl<'a, 'b> Cursor<'a, 'b> {
     fn err(&self, field: &str, msg: impl Into<String>) -> ConfigError {
         ConfigError::new(self.file, self.line(), field, msg)
     }
-    fn next(&mut self) -> Option<&'a str> {
+    fn next(&mut self) -> Option<&'b str> {
         let t = self.toks.get(self.i)?;
         self.i += 1;
-        Some(t.s)
+        Some(t.s.as_str())
     }
     /// The value after keyword `field`.
-    fn value(&mut self, field: &str) -> Result<&'a str, ConfigError> {
+    fn value(&mut self, field: &str) -> Result<&'b str, ConfigError> {
         match self.toks.get(self.i) {
             Some(t) => {
                 self.i += 1;
-                Ok(t.s)
+                Ok(t.s.as_str())
             }
             None => {
                 self.i = self.i.saturating_sub(1);
@@ -106,8 +151,8 @@ impl<'a, 'b> Cursor<'a, 'b> {
             e
         })
     }
-    fn peek(&self) -> Option<&'a str> {
-        self.toks.get(self.i).map(|t| t.s)
+    fn peek(&self) -> Option<&'b str> {
+        self.toks.get(self.i).map(|t| t.s.as_str())
     }
 }
 

@@ -35,7 +35,10 @@ pub(super) fn sa_algorithms(
         let enc = combined_by_name(&name)
             .filter(|e| !matches!(e, Encryption::AesGmac { .. }))
             .ok_or_else(|| at(line, "aead_algo", format!("{} is not one of: aes-128-gcm, aes-192-gcm, aes-256-gcm, aes-128-ccm, aes-192-ccm, aes-256-ccm, chacha20-poly1305", shown(&name))))?;
-        let (k, kl) = key(aead, "aead_key", line)?;
+        let (mut k, kl) = key(aead, "aead_key", line)?;
+        if let Encryption::AesCcm { key_len, .. } = enc {
+            dpdk_ccm_key(&mut k, key_len).map_err(|m| at(kl, "aead_key", m))?;
+        }
         check_enc_key(enc, k.len()).map_err(|m| at(kl, "aead_key", m))?;
         return Ok((
             Suite {
@@ -113,6 +116,32 @@ pub(super) fn sa_algorithms(
     Ok((Suite { enc, integ }, enc_key, auth_key))
 }
 
+/// AES-CCM keying material as ipsec-secgw writes it: the key and a 4-byte salt, of which
+/// DPDK's librte_ipsec puts the first three bytes in the nonce (RFC 4309's 3-byte salt) and
+/// never reads the fourth (its place in DPDK's IV block holds the CCM flags). So that such a
+/// line means here what it means to ipsec-secgw, the fourth byte is taken off (and zeroed);
+/// RFC 4309's form, key and 3-byte salt, is accepted as it is. `tests/interop/
+/// test_dpdk_secgw.py` runs the same `aead_key` in both gateways. Any other length is an
+/// error that names both forms.
+fn dpdk_ccm_key(k: &mut Zeroizing<Vec<u8>>, key_len: usize) -> Result<(), String> {
+    match k.len() {
+        n if n == key_len + 3 => Ok(()),
+        n if n == key_len + 4 => {
+            k[n - 1] = 0;
+            k.truncate(n - 1);
+            Ok(())
+        }
+        n => Err(format!(
+            "aes-{}-ccm needs {} bytes of key material (a {key_len}-byte key and a 4-byte salt \
+             whose last byte is unused, as ipsec-secgw writes it), or {} (a 3-byte salt, as \
+             RFC 4309 has it), got {n}",
+            key_len * 8,
+            key_len + 4,
+            key_len + 3
+        )),
+    }
+}
+
 /// What an `sa` line sets, gathered keyword by keyword.
 #[derive(Default)]
 pub(super) struct SaFields {
@@ -161,7 +190,7 @@ pub(super) fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig
         enc_key,
         auth_key,
         esn: sa.esn,
-        initial_seq: sa.initial_seq,
+        initial_seq: initial_seq(direction, sa.initial_seq),
         replay_window: sa.replay_window,
         udp_encap: sa.udp,
         lifetime: sa.lifetime,
@@ -170,6 +199,18 @@ pub(super) fn parse_sa(c: &mut Cursor<'_, '_>, loc: Location) -> Result<SaConfig
         loc,
         reqid: None,
     })
+}
+
+/// The SA's [`SaConfig::initial_seq`] (the last number before its first packet) from
+/// ipsec-secgw's `esn N`, read as DPDK's librte_ipsec reads it: an outbound SA sends N
+/// first (0 meaning 1, as without `esn`), an inbound one starts its window with N at the top
+/// and nothing seen, so N itself still passes once. `tests/interop/test_dpdk_secgw.py` runs
+/// the same line in both gateways across 2^32.
+fn initial_seq(direction: Direction, esn_n: u64) -> u64 {
+    match direction {
+        Direction::Out => esn_n.saturating_sub(1),
+        Direction::In => esn_n,
+    }
 }
 
 /// Reads keyword `k` of an `sa` line (and its values) into `sa`; false if `k` is not an

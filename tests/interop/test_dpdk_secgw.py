@@ -91,8 +91,10 @@ class Tunnel:
     def config(self, gw):
         """The configuration of gateway `gw` ("a" or "b")."""
         lan_a, lan_b = NETS[self.fam]
-        out_a, out_b = OUTER[self.fam]
-        ip = f"ipv{self.fam}"
+        # The tunnel's family is its mode's (an IPv4 LAN may cross an IPv6 tunnel).
+        outer_fam = {"ipv4-tunnel": 4, "ipv6-tunnel": 6}.get(self.mode, self.fam)
+        out_a, out_b = OUTER[outer_fam]
+        ip, outer_ip = f"ipv{self.fam}", f"ipv{outer_fam}"
         local_lan, remote_lan = (lan_a, lan_b) if gw == "a" else (lan_b, lan_a)
         local, remote = (out_a, out_b) if gw == "a" else (out_b, out_a)
         spi_out, spi_in = (SPI_AB, SPI_BA) if gw == "a" else (SPI_BA, SPI_AB)
@@ -108,9 +110,9 @@ class Tunnel:
             if self.esn is not None:
                 line += f" esn {self.esn}"
             lines.append(line)
-        host_len = 32 if self.fam == 4 else 128
+        host_len = 32 if outer_fam == 4 else 128
         lines += [
-            f"rt {ip} dst {remote}/{host_len} port 1",
+            f"rt {outer_ip} dst {remote}/{host_len} port 1",
             f"rt {ip} dst {remote_lan} port 1",
             f"rt {ip} dst {local_lan} port 0",
             "neigh port 0 02:00:00:00:0a:00" if gw == "a" else "neigh port 0 02:00:00:00:0b:00",
@@ -248,7 +250,8 @@ def espgw_pcap(espgw, conf, direction, frames, work, extra=()):
     return list(rdpcap(str(out))) if pcap_count(out) else [], json.loads(r.stdout)
 
 
-SHAPES = [("ipv4-tunnel", 4), ("ipv6-tunnel", 6), ("transport", 4), ("transport", 6)]
+SHAPES = [("ipv4-tunnel", 4), ("ipv6-tunnel", 6), ("ipv6-tunnel", 4), ("ipv4-tunnel", 6),
+          ("transport", 4), ("transport", 6)]
 # ESN from just below 2^32, so that the run's numbers cross into the next 2^32 and the high
 # bits, which never travel, must agree in both gateways' ICVs.
 ESN_START = (1 << 32) - 20

@@ -118,8 +118,9 @@ pub(super) fn sa_algorithms(
 
 /// AES-CCM keying material as ipsec-secgw writes it: the key and a 4-byte salt, of which
 /// DPDK's librte_ipsec puts the first three bytes in the nonce (RFC 4309's 3-byte salt) and
-/// never reads the fourth (its place in DPDK's IV block holds the CCM flags). So that such a
-/// line means here what it means to ipsec-secgw, the fourth byte is taken off (and zeroed);
+/// uses the fourth nowhere (against ipsec-secgw, the key with the salt's first three bytes
+/// interoperates, with its last three it fails every ICV). So that such a line means here
+/// what it means to ipsec-secgw, the fourth byte is taken off (and zeroed);
 /// RFC 4309's form, key and 3-byte salt, is accepted as it is. `tests/interop/
 /// test_dpdk_secgw.py` runs the same `aead_key` in both gateways. Any other length is an
 /// error that names both forms.

@@ -133,12 +133,13 @@ def fresh_state():
     return ["--state-dir", tempfile.mkdtemp(dir=_STATE_ROOT)]
 
 
-def run_pcap(espgw, cfg, direction, packets, tmp, json_out=True):
-    """Runs frames through `espgw pcap`; returns (output frames, counters)."""
+def run_pcap(espgw, cfg, direction, packets, tmp, json_out=True, extra=()):
+    """Runs frames through `espgw pcap` (with `extra` options); returns (output frames,
+    counters)."""
     inp, out = tmp / f"in-{direction}.pcap", tmp / f"out-{direction}.pcap"
     wrpcap(str(inp), packets)
-    args = [str(espgw), "pcap", *fresh_state(), "--config", str(cfg), "--direction", direction,
-            "--input", str(inp), "--output", str(out)]
+    args = [str(espgw), "pcap", *fresh_state(), *extra, "--config", str(cfg), "--direction",
+            direction, "--input", str(inp), "--output", str(out)]
     if json_out:
         args.append("--json")
     r = subprocess.run(args, capture_output=True, text=True, check=True)

@@ -23,7 +23,6 @@ for the benchmark) into ESPGW_SECGW_BUILD (default /var/tmp/espgw-secgw-<DPDK ve
 one change: the example asks its ports for receive checksum offload, which the virtual
 `net_pcap` device does not have, and never reads the flags; the request is taken out.
 """
-import json
 import os
 import pathlib
 import random
@@ -38,7 +37,7 @@ import pytest
 from scapy.all import ICMP, IP, TCP, UDP, Ether, IPv6, Raw, rdpcap, wrpcap
 from scapy.layers.ipsec import ESP
 
-from helpers import fresh_state
+from helpers import run_pcap
 
 NETS = {4: ("198.51.100.0/24", "203.0.113.0/24"), 6: ("2001:db8:100::/64", "2001:db8:113::/64")}
 HOSTS = {4: ("198.51.100.", "203.0.113."), 6: ("2001:db8:100::", "2001:db8:113::")}
@@ -240,16 +239,6 @@ def run_secgw(binary, conf, work, inputs, expected, library, esn=False):
     return {p: list(rdpcap(str(f))) if pcap_count(f) else [] for p, f in outputs.items()}
 
 
-def espgw_pcap(espgw, conf, direction, frames, work, extra=()):
-    inp, out = work / f"espgw-in-{direction}.pcap", work / f"espgw-out-{direction}.pcap"
-    wrpcap(str(inp), frames)
-    r = subprocess.run([str(espgw), "pcap", *fresh_state(), *extra, "--config", str(conf),
-                        "--direction", direction, "--input", str(inp), "--output", str(out),
-                        "--json"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return list(rdpcap(str(out))) if pcap_count(out) else [], json.loads(r.stdout)
-
-
 SHAPES = [("ipv4-tunnel", 4), ("ipv6-tunnel", 6), ("ipv6-tunnel", 4), ("ipv4-tunnel", 6),
           ("transport", 4), ("transport", 6)]
 # ESN from just below 2^32, so that the run's numbers cross into the next 2^32 and the high
@@ -288,7 +277,7 @@ def test_espgw_and_ipsec_secgw_carry_each_others_esp(espgw, secgw, tmp_path, sui
     extra = ["--allow-legacy-crypto"] if name in LEGACY_SUITES else []
 
     from_a, from_b = lan_frames(fam, True, 1), lan_frames(fam, False, 2)
-    esp_a, counters = espgw_pcap(espgw, conf_a, "outbound", from_a, tmp_path, extra)
+    esp_a, counters = run_pcap(espgw, conf_a, "outbound", from_a, tmp_path, extra=extra)
     assert counters["encrypted"] == FRAMES and len(esp_a) == FRAMES, counters
     assert all(ESP in f and f[ESP].spi == SPI_AB for f in esp_a)
     # `esn N`: both gateways send N first (1 without ESN).
@@ -310,7 +299,7 @@ def test_espgw_and_ipsec_secgw_carry_each_others_esp(espgw, secgw, tmp_path, sui
     assert len(esp_b) == FRAMES, log
     assert [f[ESP].spi for f in esp_b] == [SPI_BA] * FRAMES
     assert [f[ESP].seq for f in esp_b] == [n & 0xFFFFFFFF for n in range(first, first + FRAMES)]
-    plain_b, counters = espgw_pcap(espgw, conf_a, "inbound", esp_b, tmp_path, extra)
+    plain_b, counters = run_pcap(espgw, conf_a, "inbound", esp_b, tmp_path, extra=extra)
     assert counters["decrypted"] == FRAMES, counters
     assert not any(counters["drops"].values()), counters["drops"]
     assert_forwarded(plain_b, from_b)
@@ -320,7 +309,7 @@ def test_espgw_and_ipsec_secgw_carry_each_others_esp(espgw, secgw, tmp_path, sui
     wire = bytearray(bytes(forged[3]))
     wire[-1] ^= 0x01
     forged[3] = Ether(bytes(wire))
-    plain_b, counters = espgw_pcap(espgw, conf_a, "inbound", forged, tmp_path, extra)
+    plain_b, counters = run_pcap(espgw, conf_a, "inbound", forged, tmp_path, extra=extra)
     assert counters["drops"]["auth_failed"] == 1, counters["drops"]
     assert counters["decrypted"] == FRAMES - 1
     assert_forwarded(plain_b, [f for i, f in enumerate(from_b) if i != 3])

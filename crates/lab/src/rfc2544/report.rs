@@ -117,10 +117,33 @@ impl GatewayStats {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let bound = match self.spread_bound() {
+            Some(b) => format!(
+                " (the busiest worker read {:.0} %: at most {b:.2}x one worker)",
+                100.0 / b
+            ),
+            None => String::new(),
+        };
         format!(
-            "espgw {} {}: per-worker rx {:?}; {spread}; drops {drops}",
+            "espgw {} {}: per-worker rx {:?}{bound}; {spread}; drops {drops}",
             self.size, self.gateway, self.per_worker_rx
         )
+    }
+
+    /// How far a spread by hash (or round robin) could carry this gateway, in one-worker
+    /// loads: all packets over the busiest worker's, since that worker saturates first.
+    /// Where the workers' shares come from the port's queues (AF_XDP), it is the queues
+    /// that decide: on the test bed, gateway 2's queue is the one its peer transmitted on,
+    /// passed through the WAN bridge, so one SA can land on one worker
+    /// (docs/performance.md, "Sixteen cores, 2026-11-27"). `None` with one worker, no
+    /// packets, or the ordered spread (its workers join only as the load needs them).
+    pub fn spread_bound(&self) -> Option<f64> {
+        let busiest = *self.per_worker_rx.iter().max()?;
+        let total: u64 = self.per_worker_rx.iter().sum();
+        if self.per_worker_rx.len() < 2 || busiest == 0 || !self.ordered_spread.is_null() {
+            return None;
+        }
+        Some(total as f64 / busiest as f64)
     }
 }
 
@@ -748,7 +771,31 @@ mod tests {
              stepped back 2, not joined short of CPU 7, waited pipeline 12 ms, transmit 40 ms; \
              drops replay 3"
         );
-        // Hash fanout has no crew; a gateway that answered nothing useful gives empty fields.
+        assert_eq!(
+            s.spread_bound(),
+            None,
+            "the ordered spread's shares are no bound"
+        );
+        // Hash fanout has no crew: the busiest worker's share bounds the spread.
+        let v = serde_json::json!({"per_worker_rx": [5467547, 0], "ordered_spread": null});
+        let s = GatewayStats::from_show_stats("64", "gw2", &v);
+        assert_eq!(s.spread_bound(), Some(1.0));
+        assert_eq!(
+            s.describe(),
+            "espgw 64 gw2: per-worker rx [5467547, 0] (the busiest worker read 100 %: at most \
+             1.00x one worker); no ordered spread; drops none"
+        );
+        let v = serde_json::json!({"per_worker_rx": [2373295, 1967171, 4016758, 0]});
+        let b = GatewayStats::from_show_stats("64", "gw2", &v)
+            .spread_bound()
+            .unwrap();
+        assert!((b - 2.08).abs() < 0.005, "{b}");
+        let v = serde_json::json!({"per_worker_rx": [1000]});
+        assert_eq!(
+            GatewayStats::from_show_stats("64", "gw1", &v).spread_bound(),
+            None
+        );
+        // A gateway that answered nothing useful gives empty fields.
         let s = GatewayStats::from_show_stats("1518", "gw1", &serde_json::json!({}));
         assert!(s.per_worker_rx.is_empty() && s.ordered_spread.is_null());
         assert_eq!(

@@ -187,3 +187,82 @@ def test_tampered_scapy_packets_are_dropped(espgw, tmp_path):
     assert counters["drops"]["auth_failed"] == 4
     assert counters["drops"]["no_sa"] == 1
     assert counters["sas"][0]["drops"]["auth_failed"] == 4
+
+
+# A host behind a NAT: scapy's ESP (transport mode, NAT-T) leaves it with the host's own
+# address, and the NAT rewrites the IP source to its public one (the address espgw's
+# policy names, HOSTS' second) on the way. Documentation ranges only.
+BEHIND_NAT = {4: "192.0.2.100", 6: "2001:db8:2::100"}
+
+
+@pytest.mark.parametrize("fam", [4, 6])
+def test_nat_t_transport_checksums_are_fixed_after_a_nat(espgw, tmp_path, fam):
+    """RFC 3948 §3.1.2: the TCP/UDP (and ICMPv6) checksum under the encryption was made
+    for the sender's own address, which a NAT then rewrote. espgw recomputes it, and the
+    packet it forwards is the one scapy builds for the addresses received, byte for byte.
+    An IPv4 UDP datagram without a checksum keeps none. The same packets without UDP
+    encapsulation (no NAT can have rewritten them) are forwarded as they came."""
+    sa = Sa(spi=0x2001, direction="in", key=KEYS[128], mode="transport", udp=True)
+    a, public = HOSTS[fam]
+    src, dst = selectors(fam, "transport", "in")
+    cfg = Gateway(sas=[sa], policies=[("in", src, dst, sa.spi)]).write(
+        tmp_path / "gw.toml", "native")
+    plain = inner_packets(fam, BEHIND_NAT[fam], a)
+    if fam == 4:
+        plain.append(IP(raw(IP(src=BEHIND_NAT[4], dst=a) / UDP(sport=9, dport=9, chksum=0)
+                            / Raw(b"no checksum"))))
+    peer = scapy_sa(sa, scapy_sends=True)
+    peer.seq_num = 1
+    frames = []
+    for p in plain:
+        enc = nat_t_fix(peer.encrypt(p))
+        enc.src = public  # the NAT, which fixes the checksums it can see
+        if fam == 4:
+            del enc[IP].chksum
+        del enc[UDP].chksum
+        frames.append(ether(enc.__class__(raw(enc))))
+    out, counters = run_pcap(espgw, cfg, "inbound", frames, tmp_path)
+    assert counters["decrypted"] == len(plain), {k: v for k, v in counters["drops"].items() if v}
+    assert len(out) == len(plain)
+    fixed = 0
+    for i, (frame, orig) in enumerate(zip(out, plain)):
+        want = orig.copy()
+        want.src = public
+        if fam == 4:
+            del want[IP].chksum
+        if TCP in want:
+            del want[TCP].chksum
+        elif UDP in want and not (fam == 4 and want[UDP].chksum == 0):
+            del want[UDP].chksum
+        elif ICMPv6EchoRequest in want:
+            del want[ICMPv6EchoRequest].cksum
+        else:
+            fixed -= 1
+        fixed += 1
+        want = want.__class__(raw(want))
+        assert l3(frame) == raw(want), f"packet {i}"
+        assert raw(want) != raw(orig.__class__(raw(orig)))
+    assert fixed == (4 if fam == 4 else 6)
+
+    # Without UDP encapsulation no NAT can be in the way: nothing is recomputed, so a
+    # rewritten source leaves the checksums as they were (wrong for it).
+    plain_sa = Sa(spi=0x2002, direction="in", key=KEYS[128], mode="transport")
+    cfg = Gateway(sas=[plain_sa], policies=[("in", src, dst, plain_sa.spi)]).write(
+        tmp_path / "gw-plain.toml", "native")
+    peer = scapy_sa(plain_sa, scapy_sends=True)
+    peer.seq_num = 1
+    frames = []
+    for p in plain:
+        enc = peer.encrypt(p)
+        enc.src = public
+        if fam == 4:
+            del enc[IP].chksum
+        frames.append(ether(enc.__class__(raw(enc))))
+    out, counters = run_pcap(espgw, cfg, "inbound", frames, tmp_path)
+    assert len(out) == len(plain), counters
+    for i, (frame, orig) in enumerate(zip(out, plain)):
+        as_sent = orig.copy()
+        as_sent.src = public
+        if fam == 4:
+            del as_sent[IP].chksum
+        assert l3(frame) == raw(as_sent.__class__(raw(as_sent))), f"packet {i}"

@@ -3,11 +3,11 @@
 //! where the protocol's header goes and how the IP header is fixed up around it. Both
 //! transforms (`esp_out`/`esp_in`, `ah`) call these; neither calls the other.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use espgw_wire::checksum;
-use espgw_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use espgw_wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use espgw_wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use espgw_wire::{checksum, proto, tcp, udp};
 
 use crate::counters::DropReason;
 use crate::flow::{parse_ip, IpInfo};
@@ -91,6 +91,72 @@ pub fn restore_transport_header(
             .copy_from_slice(&plen.to_be_bytes());
     }
     Ok(())
+}
+
+/// RFC 3948 §3.1.2: transport-mode ESP that arrived UDP-encapsulated may have crossed a
+/// NAT, which rewrote the IP header's addresses but could not touch the TCP or UDP checksum
+/// under the encryption, and that checksum covers the addresses (the pseudo-header). The
+/// receiver is to fix it; espgw knows no original addresses (NAT-OA) to update it
+/// incrementally, so it takes the RFC's second way and recomputes it over the restored
+/// packet `d` (what [`restore_transport_header`] left, parsed as `info`). ICMPv6's
+/// checksum covers the pseudo-header too and is recomputed alike. The ESP ICV has already
+/// vouched for every byte, so nothing a checksum could catch is hidden by this.
+///
+/// Left as they are: fragments (the checksum covers the whole datagram), an IPv4 UDP
+/// datagram without a checksum (zero), a UDP length that disagrees with the IP length,
+/// and headers too short to hold their checksum.
+pub fn refresh_upper_checksum(d: &mut [u8], info: &IpInfo) {
+    let k = &info.key;
+    if info.is_fragment || (!k.v4 && has_fragment_header(d, info.upper_off)) {
+        return;
+    }
+    let Some(upper) = d.get_mut(info.upper_off..info.total_len) else {
+        return;
+    };
+    let len = upper.len();
+    let at = match k.proto {
+        proto::TCP if len >= tcp::MIN_HEADER_LEN => 16,
+        proto::UDP if len >= udp::HEADER_LEN => {
+            let field = |i: usize| u16::from_be_bytes([upper[i], upper[i + 1]]);
+            if usize::from(field(4)) != len || (k.v4 && field(6) == 0) {
+                return;
+            }
+            6
+        }
+        proto::ICMPV6 if !k.v4 && len >= 4 => 2,
+        _ => return,
+    };
+    let pseudo = if k.v4 {
+        let a = |x: u128| Ipv4Addr::from(x as u32);
+        ipv4::pseudo_header_sum(a(k.src), a(k.dst), k.proto, len)
+    } else {
+        ipv6::pseudo_header_sum(Ipv6Addr::from(k.src), Ipv6Addr::from(k.dst), k.proto, len)
+    };
+    upper[at..at + 2].fill(0);
+    let mut c = checksum::finish(checksum::sum(upper, pseudo));
+    if c == 0 && k.proto == proto::UDP {
+        c = 0xffff; // zero means "no checksum" in UDP (RFC 768)
+    }
+    upper[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Whether the IPv6 header chain in front of `upper_off` holds a fragment header.
+fn has_fragment_header(d: &[u8], upper_off: usize) -> bool {
+    let mut nh = d.get(6).copied().unwrap_or(0);
+    let mut off = ipv6::HEADER_LEN;
+    while off < upper_off {
+        let Some(&len_byte) = d.get(off + 1) else {
+            return false;
+        };
+        let len = match nh {
+            proto::FRAGMENT => return true,
+            proto::AH => (usize::from(len_byte) + 2) * 4,
+            _ => (usize::from(len_byte) + 1) * 8,
+        };
+        nh = d[off];
+        off += len;
+    }
+    false
 }
 
 /// The outer IP header of a tunnel-mode SA (ESP or AH), built once per SA: addresses,
@@ -338,6 +404,187 @@ mod tests {
         let mut d = [0u8; 19];
         let e = t.write(&mut d, &inner(false, 0, false), 1, 100);
         assert_eq!(e, Err(DropReason::TooBig));
+    }
+
+    /// An IPv4 packet `src` -> 203.0.113.20 carrying `upper` (protocol `protocol`), header
+    /// checksum filled; `more_fragments` sets MF.
+    fn v4_packet(src: [u8; 4], protocol: u8, upper: &[u8], more_fragments: bool) -> Vec<u8> {
+        let mut d = vec![0u8; 20 + upper.len()];
+        Ipv4Repr {
+            src: src.into(),
+            dst: [203, 0, 113, 20].into(),
+            protocol,
+            tos: 0,
+            ttl: 64,
+            ident: 7,
+            dont_fragment: false,
+            payload_len: upper.len(),
+        }
+        .emit(&mut d)
+        .unwrap();
+        if more_fragments {
+            d[6] |= 0x20;
+            Ipv4Packet::new_checked(&mut d[..]).unwrap().fill_checksum();
+        }
+        d[20..].copy_from_slice(upper);
+        d
+    }
+
+    /// Whether the upper layer's checksum verifies over the pseudo-header of `d`'s addresses.
+    fn upper_checksum_ok(d: &[u8]) -> bool {
+        let info = parse_ip(d).unwrap();
+        let k = &info.key;
+        let len = info.total_len - info.upper_off;
+        let pseudo = if k.v4 {
+            let a = |x: u128| Ipv4Addr::from(x as u32);
+            ipv4::pseudo_header_sum(a(k.src), a(k.dst), k.proto, len)
+        } else {
+            ipv6::pseudo_header_sum(Ipv6Addr::from(k.src), Ipv6Addr::from(k.dst), k.proto, len)
+        };
+        checksum::finish(checksum::sum(&d[info.upper_off..info.total_len], pseudo)) == 0
+    }
+
+    fn refreshed(mut d: Vec<u8>) -> Vec<u8> {
+        let info = parse_ip(&d).unwrap();
+        refresh_upper_checksum(&mut d, &info);
+        d
+    }
+
+    /// A UDP datagram of `payload` with a checksum that is wrong for any address pair here.
+    fn udp_datagram(payload: &[u8], check: u16) -> Vec<u8> {
+        let mut u = vec![0u8; 8 + payload.len()];
+        udp::emit(&mut u, 4000, 53, payload.len()).unwrap();
+        u[6..8].copy_from_slice(&check.to_be_bytes());
+        u[8..].copy_from_slice(payload);
+        u
+    }
+
+    #[test]
+    fn nat_t_transport_checksums_are_recomputed_for_the_addresses_received() {
+        // TCP, an odd length, a checksum made for other addresses.
+        let mut tcp = vec![0u8; 20 + 13];
+        tcp[12] = 5 << 4;
+        tcp[16..18].copy_from_slice(&0x1234u16.to_be_bytes());
+        tcp[20..].copy_from_slice(b"hello, world!");
+        let d = v4_packet([198, 51, 100, 7], proto::TCP, &tcp, false);
+        assert!(!upper_checksum_ok(&d));
+        let got = refreshed(d.clone());
+        assert!(upper_checksum_ok(&got));
+        // Only the checksum changed.
+        assert_eq!(got[..36], d[..36]);
+        assert_eq!(got[38..], d[38..]);
+
+        let d = v4_packet(
+            [198, 51, 100, 7],
+            proto::UDP,
+            &udp_datagram(b"abc", 0x4321),
+            false,
+        );
+        assert!(upper_checksum_ok(&refreshed(d)));
+
+        // IPv6, UDP and ICMPv6.
+        for (protocol, upper) in [
+            (proto::UDP, udp_datagram(b"abcd", 0x4321)),
+            (proto::ICMPV6, vec![128, 0, 0x55, 0x55, 0, 1, 0, 2]),
+        ] {
+            let mut d = vec![0u8; 40 + upper.len()];
+            Ipv6Repr {
+                src: "2001:db8::7".parse().unwrap(),
+                dst: "2001:db8:113::20".parse().unwrap(),
+                next_header: protocol,
+                traffic_class: 0,
+                flow_label: 0,
+                hop_limit: 64,
+                payload_len: upper.len(),
+            }
+            .emit(&mut d)
+            .unwrap();
+            d[40..].copy_from_slice(&upper);
+            assert!(!upper_checksum_ok(&d));
+            assert!(upper_checksum_ok(&refreshed(d)), "protocol {protocol}");
+        }
+    }
+
+    #[test]
+    fn nat_t_transport_checksums_left_alone_where_they_cannot_or_must_not_change() {
+        // IPv4 UDP without a checksum stays without one.
+        let d = v4_packet(
+            [198, 51, 100, 7],
+            proto::UDP,
+            &udp_datagram(b"abc", 0),
+            false,
+        );
+        assert_eq!(refreshed(d.clone()), d);
+        // A UDP length that disagrees with the IP length.
+        let mut u = udp_datagram(b"abc", 0x4321);
+        u[5] += 1;
+        let d = v4_packet([198, 51, 100, 7], proto::UDP, &u, false);
+        assert_eq!(refreshed(d.clone()), d);
+        // A fragment: the checksum covers the whole datagram.
+        let d = v4_packet(
+            [198, 51, 100, 7],
+            proto::UDP,
+            &udp_datagram(b"abc", 1),
+            true,
+        );
+        assert_eq!(refreshed(d.clone()), d);
+        // A TCP header too short to hold its checksum; a protocol without a pseudo-header.
+        let d = v4_packet([198, 51, 100, 7], proto::TCP, &[0u8; 16], false);
+        assert_eq!(refreshed(d.clone()), d);
+        let d = v4_packet(
+            [198, 51, 100, 7],
+            proto::ICMP,
+            &[8, 0, 1, 2, 0, 1, 0, 1],
+            false,
+        );
+        assert_eq!(refreshed(d.clone()), d);
+        // IPv6 behind a fragment header (first fragment: offset 0, more to come).
+        let upper = udp_datagram(b"abcd", 0x4321);
+        let mut d = vec![0u8; 48 + upper.len()];
+        Ipv6Repr {
+            src: "2001:db8::7".parse().unwrap(),
+            dst: "2001:db8:113::20".parse().unwrap(),
+            next_header: proto::FRAGMENT,
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 64,
+            payload_len: 8 + upper.len(),
+        }
+        .emit(&mut d)
+        .unwrap();
+        d[40..48].copy_from_slice(&[proto::UDP, 0, 0, 1, 0, 0, 0, 9]);
+        d[48..].copy_from_slice(&upper);
+        assert_eq!(refreshed(d.clone()), d);
+    }
+
+    proptest! {
+        // Whatever parses as IP, the refresh changes at most the two checksum bytes and
+        // never panics.
+        #[test]
+        fn checksum_refresh_touches_nothing_but_a_checksum(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200), v4 in any::<bool>(),
+            protocol in prop_oneof![Just(proto::TCP), Just(proto::UDP), Just(proto::ICMPV6),
+                Just(proto::FRAGMENT), Just(proto::HOPOPT), any::<u8>()],
+        ) {
+            let mut d = bytes.clone();
+            if v4 && d.len() >= 20 {
+                let n = d.len() - 20;
+                let upper = d[20..].to_vec();
+                d = v4_packet([198, 51, 100, 7], protocol, &upper, false);
+                prop_assert_eq!(d.len(), 20 + n);
+            } else if d.len() >= 40 {
+                d[0] = 0x60;
+                d[6] = protocol;
+                let plen = (d.len() - 40) as u16;
+                d[4..6].copy_from_slice(&plen.to_be_bytes());
+            }
+            let before = d.clone();
+            if let Ok(info) = parse_ip(&d) {
+                refresh_upper_checksum(&mut d, &info);
+                let changed: Vec<usize> = (0..d.len()).filter(|&i| d[i] != before[i]).collect();
+                prop_assert!(changed.len() <= 2, "{:?}", changed);
+            }
+        }
     }
 
     #[test]

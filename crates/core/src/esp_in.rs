@@ -7,7 +7,7 @@ use espgw_wire::ipv6::{self, Ipv6Packet};
 use espgw_wire::{esp, proto, udp::UdpPacket};
 
 use crate::counters::DropReason;
-use crate::encap::{restore_inner, restore_transport_header};
+use crate::encap::{refresh_upper_checksum, restore_inner, restore_transport_header};
 use crate::flow::{parse_ip, IpInfo};
 use crate::packet::Packet;
 use crate::sa::Sa;
@@ -181,7 +181,13 @@ pub fn decapsulate(pkt: &mut Packet, job: &OpenJob, sa: &Sa) -> Result<IpInfo, D
                 return Err(DropReason::Malformed);
             }
             restore_transport_header(pkt.data_mut(), job.nh_at, t.next_header, job.outer_v4)?;
-            parse_ip(pkt.data()).map_err(|_| DropReason::Malformed)
+            let info = parse_ip(pkt.data()).map_err(|_| DropReason::Malformed)?;
+            // ESP after a UDP header came NAT-T encapsulated: a NAT may have changed the
+            // addresses the upper layer's checksum covers.
+            if job.esp_off != job.ip_hdr_len {
+                refresh_upper_checksum(pkt.data_mut(), &info);
+            }
+            Ok(info)
         }
     }
 }

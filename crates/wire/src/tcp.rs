@@ -4,6 +4,8 @@ use crate::{be16, Result, WireError};
 
 /// Ports are in the first four bytes; a selector needs no more than that.
 pub const PORTS_LEN: usize = 4;
+/// A TCP header without options (RFC 9293 §3.1); its checksum is at bytes 16-17.
+pub const MIN_HEADER_LEN: usize = 20;
 
 #[derive(Debug, Clone, Copy)]
 /// The ports at the start of a TCP header (all that selectors need).

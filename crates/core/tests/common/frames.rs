@@ -97,6 +97,8 @@ pub fn fix_l4(l4: &mut [u8], p: u8, sum: u32) {
     } else {
         2
     };
+    // The field is summed as zero (for ICMP it held the bytes `frame` wrote as ports).
+    l4[at..at + 2].fill(0);
     let c = checksum::finish(checksum::sum(l4, sum));
     l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }

@@ -45,8 +45,10 @@ impl fmt::Display for Shown<'_> {
     }
 }
 
-/// Hex keying material: `0x00112233...`, `00112233...` or DPDK's `00:11:22:...`.
-pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
+/// Hex keying material: `0x00112233...`, `00112233...` or DPDK's `00:11:22:...`. The bytes
+/// come in a wiping buffer sized once (a vector grown as it is filled would leave copies of
+/// the key in the blocks it outgrew: `tests/keys_wiped.rs` found two per key).
+pub fn parse_key(s: &str) -> Result<zeroize::Zeroizing<Vec<u8>>, String> {
     let t = s.trim();
     // The hex digits are key material: wiped when this returns.
     let hex: zeroize::Zeroizing<String> = zeroize::Zeroizing::new(if t.contains(':') {
@@ -73,15 +75,15 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
     }
     // Bytes, not string slices: a multi-byte character must be an error, not a panic on a
     // char boundary (found by the config_secgw fuzz target).
-    hex.as_bytes()
-        .chunks_exact(2)
-        .enumerate()
-        .map(|(i, pair)| match (hex_digit(pair[0]), hex_digit(pair[1])) {
-            (Some(h), Some(l)) => Ok((h << 4) | l),
+    let mut key = zeroize::Zeroizing::new(Vec::with_capacity(hex.len() / 2));
+    for (i, pair) in hex.as_bytes().chunks_exact(2).enumerate() {
+        match (hex_digit(pair[0]), hex_digit(pair[1])) {
+            (Some(h), Some(l)) => key.push((h << 4) | l),
             // The position, never the characters: they are part of a key.
-            _ => Err(format!("byte {} of the key is not hex", i + 1)),
-        })
-        .collect()
+            _ => return Err(format!("byte {} of the key is not hex", i + 1)),
+        }
+    }
+    Ok(key)
 }
 
 fn hex_digit(b: u8) -> Option<u8> {
@@ -183,12 +185,12 @@ mod tests {
 
     #[test]
     fn keys() {
-        assert_eq!(parse_key("0x0a0B").unwrap(), vec![10, 11]);
+        assert_eq!(*parse_key("0x0a0B").unwrap(), vec![10, 11]);
         assert_eq!(
-            parse_key("de:ad:be:ef").unwrap(),
+            *parse_key("de:ad:be:ef").unwrap(),
             vec![0xde, 0xad, 0xbe, 0xef]
         );
-        assert_eq!(parse_key("0:1:2").unwrap(), vec![0, 1, 2]);
+        assert_eq!(*parse_key("0:1:2").unwrap(), vec![0, 1, 2]);
         assert!(parse_key("0x123").is_err());
         assert!(parse_key("zz").is_err());
         assert!(parse_key("").is_err());

@@ -118,9 +118,7 @@ type Keys = (SaProto, Suite, Zeroizing<Vec<u8>>, Zeroizing<Vec<u8>>);
 /// `cipher` + `cipher_key` with `integrity` + `integrity_key`; AH takes only the latter.
 pub(super) fn convert_algorithms(lines: &Lines<'_>, s: &RawSa) -> Result<Keys, ConfigError> {
     let key_of = |v: &Option<Spanned<String>>, field: &str, at: &Spanned<String>| match v {
-        Some(k) => parse_key(k.get_ref())
-            .map(Zeroizing::new)
-            .map_err(|m| lines.err(k, field, m)),
+        Some(k) => parse_key(k.get_ref()).map_err(|m| lines.err(k, field, m)),
         None => Err(lines.err(at, field, "missing")),
     };
     let proto = match s.protocol.as_ref().map(|p| (p, p.get_ref().as_str())) {

@@ -234,7 +234,7 @@ pub(super) fn sa_keyword(
         }
         "aead_key" | "cipher_key" | "auth_key" => {
             let line = c.line();
-            let v = Zeroizing::new(c.parse(k, parse_key)?);
+            let v = c.parse(k, parse_key)?;
             let spec = match k {
                 "aead_key" => &mut sa.aead,
                 "cipher_key" => &mut sa.cipher,

@@ -39,57 +39,53 @@ mod tests;
 
 use sa::parse_add;
 
+/// A token: a slice of the file's text (never a copy: a key's token would leave its copy
+/// behind in freed memory; `tests/keys_wiped.rs`), and its line.
 #[derive(Debug)]
-struct Tok {
-    s: String,
+struct Tok<'t> {
+    s: &'t str,
     line: usize,
 }
 
-/// Tokens: words, quoted strings (kept with their quotes), and `;`.
-fn tokenize(text: &str) -> Vec<Tok> {
+/// Tokens: words, quoted strings (kept with their quotes, to the closing quote or the end
+/// of the line), and `;`; a `#` ends the line.
+fn tokenize(text: &str) -> Vec<Tok<'_>> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
-        let mut chars = raw.char_indices().peekable();
-        let mut cur = String::new();
-        while let Some((_, ch)) = chars.next() {
+        // Where the word being read started, and where a quoted string read ahead ended.
+        let mut word: Option<usize> = None;
+        let mut skip_to = 0;
+        for (at, ch) in raw.char_indices() {
+            if at < skip_to {
+                continue;
+            }
+            if !(ch == '#' || ch == ';' || ch == '"' || ch.is_whitespace()) {
+                word.get_or_insert(at);
+                continue;
+            }
+            if let Some(w) = word.take() {
+                out.push(Tok {
+                    s: &raw[w..at],
+                    line,
+                });
+            }
             match ch {
                 '#' => break,
+                ';' => out.push(Tok { s: ";", line }),
                 '"' => {
-                    let mut q = String::from('"');
-                    for (_, c2) in chars.by_ref() {
-                        q.push(c2);
-                        if c2 == '"' {
-                            break;
-                        }
-                    }
-                    out.push(Tok { s: q, line });
-                }
-                ';' => {
-                    if !cur.is_empty() {
-                        out.push(Tok {
-                            s: std::mem::take(&mut cur),
-                            line,
-                        });
-                    }
+                    let close = raw[at + 1..].find('"').map_or(raw.len(), |j| at + 2 + j);
                     out.push(Tok {
-                        s: ";".into(),
+                        s: &raw[at..close],
                         line,
                     });
+                    skip_to = close;
                 }
-                c if c.is_whitespace() => {
-                    if !cur.is_empty() {
-                        out.push(Tok {
-                            s: std::mem::take(&mut cur),
-                            line,
-                        });
-                    }
-                }
-                c => cur.push(c),
+                _ => {}
             }
         }
-        if !cur.is_empty() {
-            out.push(Tok { s: cur, line });
+        if let Some(w) = word {
+            out.push(Tok { s: &raw[w..], line });
         }
     }
     out
@@ -140,7 +136,7 @@ enum Template {
 type Templates = Vec<(SaProto, Template)>;
 
 struct Stmt<'a> {
-    toks: &'a [Tok],
+    toks: &'a [Tok<'a>],
     i: usize,
     file: &'a str,
 }
@@ -158,13 +154,13 @@ impl<'a> Stmt<'a> {
         match self.toks.get(self.i) {
             Some(t) => {
                 self.i += 1;
-                Ok(&t.s)
+                Ok(t.s)
             }
             None => Err(self.err(field, "value missing")),
         }
     }
     fn peek(&self) -> Option<&'a str> {
-        self.toks.get(self.i).map(|t| t.s.as_str())
+        self.toks.get(self.i).map(|t| t.s)
     }
     /// Error about the token just read.
     fn err_prev(&self, field: &str, m: impl Into<String>) -> ConfigError {
@@ -216,7 +212,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
             }
         }
         if s.i < stmt.len() {
-            return Err(s.err("syntax", format!("unexpected {}", shown(&stmt[s.i].s))));
+            return Err(s.err("syntax", format!("unexpected {}", shown(stmt[s.i].s))));
         }
     }
     // Give each policy its SA, and each SA its direction and mode.

@@ -2,9 +2,9 @@
 
 use super::*;
 
-pub(super) fn key_bytes(s: &str) -> Result<Vec<u8>, String> {
+pub(super) fn key_bytes(s: &str) -> Result<Zeroizing<Vec<u8>>, String> {
     if let Some(q) = s.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
-        return Ok(q.as_bytes().to_vec());
+        return Ok(Zeroizing::new(q.as_bytes().to_vec()));
     }
     if !(s.starts_with("0x") || s.starts_with("0X")) {
         return Err(format!(
@@ -69,9 +69,7 @@ pub(super) fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, Co
                     return Err(s.err_prev("-E", "AH does not encrypt: use -A"));
                 }
                 let name = s.next("-E")?;
-                let material = Zeroizing::new(
-                    key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?,
-                );
+                let material = key_bytes(s.next("-E key")?).map_err(|m| s.err_prev("-E key", m))?;
                 let e =
                     setkey_encryption(name, material.len()).map_err(|(f, m)| s.err_prev(f, m))?;
                 check_enc_key(e, material.len()).map_err(|m| s.err_prev("-E key", m))?;
@@ -82,9 +80,7 @@ pub(super) fn parse_add(s: &mut Stmt<'_>, loc: Location) -> Result<PendingSa, Co
                 let i = integrity_by_name(name).filter(|i| *i != Integrity::None).ok_or_else(|| {
                     s.err_prev("-A", format!("authentication algorithm {} is not supported (hmac-md5, hmac-sha1, hmac-sha256, hmac-sha384, hmac-sha512, aes-xcbc-mac)", shown(name)))
                 })?;
-                let key = Zeroizing::new(
-                    key_bytes(s.next("-A key")?).map_err(|m| s.err_prev("-A key", m))?,
-                );
+                let key = key_bytes(s.next("-A key")?).map_err(|m| s.err_prev("-A key", m))?;
                 check_auth_key(i, key.len()).map_err(|m| s.err_prev("-A key", m))?;
                 integ = Some((i, key));
             }

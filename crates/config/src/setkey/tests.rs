@@ -163,3 +163,33 @@ fn ah_and_bundles() {
     assert_eq!((e.line, e.field.as_str()), (5, "policy"));
     assert!(e.message.contains("no SA for esp/transport"), "{e}");
 }
+
+#[test]
+fn tokens_are_words_quoted_strings_and_semicolons() {
+    let toks = tokenize(
+        "add 192.0.2.1 192.0.2.2 esp 0x1000 -E aes-gcm-16 \"a key; # with\";# comment\n\
+         spdadd\t198.51.100.0/24 any;x \"open\nlast",
+    );
+    let got: Vec<(&str, usize)> = toks.iter().map(|t| (t.s, t.line)).collect();
+    assert_eq!(
+        got,
+        [
+            ("add", 1),
+            ("192.0.2.1", 1),
+            ("192.0.2.2", 1),
+            ("esp", 1),
+            ("0x1000", 1),
+            ("-E", 1),
+            ("aes-gcm-16", 1),
+            ("\"a key; # with\"", 1),
+            (";", 1),
+            ("spdadd", 2),
+            ("198.51.100.0/24", 2),
+            ("any", 2),
+            (";", 2),
+            ("x", 2),
+            ("\"open", 2),
+            ("last", 3),
+        ]
+    );
+}

@@ -1,6 +1,8 @@
 //! No key is left behind in freed memory by loading a configuration and building the data
 //! plane's tables from it (each SA's key handed to every crypto back-end built, its key
-//! schedule made) and dropping both: every block the process frees meanwhile is searched,
+//! schedule made) and dropping both, nor by an IKE daemon's ADD_SA frame encoded, split
+//! from a stream and decoded (the keying protocol's path into the gateway): every block
+//! the process frees meanwhile is searched,
 //! before it goes back to the allocator, for the key as text (hex, and colon-separated as
 //! in DPDK's syntax) and as bytes. Blocks a reallocation leaves behind are searched too
 //! (a growing buffer's old copy is the classic leak).
@@ -169,4 +171,81 @@ fn loading_a_configuration_leaves_no_key_in_freed_memory() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+
+    keying_frames_leave_no_key_in_freed_memory();
+}
+
+/// An ADD_SA request as charon's plugin sends it (several selectors, so the frame outgrows
+/// its first buffer), encoded, split from a byte stream and decoded, all dropped.
+fn keying_frames_leave_no_key_in_freed_memory() {
+    use espgw_keying::frame::split;
+    use espgw_keying::message::{AddSa, Lifetimes, Proto, SaId, SaMode, TrafficSelector};
+    use espgw_keying::{Message, Request};
+
+    let key: Vec<u8> = (0..KEY_HEX.len() / 2)
+        .map(|i| u8::from_str_radix(&KEY_HEX[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let ts = |from: &str, to: &str| TrafficSelector {
+        proto: 0,
+        from: from.parse().unwrap(),
+        to: to.parse().unwrap(),
+        from_port: 0,
+        to_port: 65535,
+    };
+    let add = AddSa {
+        id: SaId {
+            src: "192.0.2.2".parse().unwrap(),
+            dst: "192.0.2.1".parse().unwrap(),
+            spi: 0xc001_d00d,
+            proto: Proto::Esp,
+        },
+        reqid: 7,
+        mode: SaMode::Tunnel,
+        enc_alg: 20,
+        enc_key: zeroize::Zeroizing::new(key),
+        int_alg: 0,
+        int_key: zeroize::Zeroizing::new(Vec::new()),
+        replay_window: 1024,
+        encap: None,
+        esn: true,
+        inbound: true,
+        lifetime: Lifetimes {
+            soft_bytes: 1,
+            hard_bytes: 2,
+            soft_packets: 3,
+            hard_packets: 4,
+            soft_seconds: 5,
+            hard_seconds: 6,
+        },
+        src_ts: (0..8)
+            .map(|i| ts(&format!("2001:db8:{i}::"), &format!("2001:db8:{i}::ffff")))
+            .collect(),
+        dst_ts: vec![ts("203.0.113.0", "203.0.113.127")],
+    };
+    for f in &FOUND {
+        f.store(0, Ordering::Relaxed);
+    }
+    SEARCHING.store(true, Ordering::SeqCst);
+    let message = Message::Request(3, Request::AddSa(Box::new(add)));
+    let frame = message.encode().unwrap();
+    drop(message);
+    let decoded = match split(&frame) {
+        Ok(Some((raw, used))) => (used == frame.len()).then(|| Message::decode(&raw)),
+        _ => None,
+    };
+    let took_key = matches!(
+        &decoded,
+        Some(Ok(Message::Request(3, Request::AddSa(a)))) if a.enc_key.len() == 20
+    );
+    let frame_len = frame.len();
+    drop(decoded);
+    drop(frame);
+    SEARCHING.store(false, Ordering::SeqCst);
+    assert!(took_key);
+    assert!(
+        frame_len > 256,
+        "the frame must outgrow the encoder's first buffer"
+    );
+    let found: Vec<usize> = FOUND.iter().map(|f| f.load(Ordering::Relaxed)).collect();
+    assert_eq!(found, [0, 0, 0], "ADD_SA: freed blocks holding the key");
 }

@@ -180,12 +180,24 @@ impl FrameWriter {
     /// value this protocol defines comes near it).
     pub fn field(&mut self, ty: u16, value: &[u8]) -> &mut Self {
         let value = &value[..value.len().min(usize::from(u16::MAX))];
+        self.make_room(4 + value.len());
         self.buf.extend_from_slice(&ty.to_be_bytes());
         self.buf
             .extend_from_slice(&(value.len() as u16).to_be_bytes());
         self.buf.extend_from_slice(value);
         self.fields += 1;
         self
+    }
+
+    /// Grows the buffer, if it must, by moving the frame into a larger wiping one: a vector
+    /// that grew by itself would free its old block, keys and all, unwiped.
+    fn make_room(&mut self, extra: usize) {
+        let need = self.buf.len() + extra;
+        if need > self.buf.capacity() {
+            let mut bigger = Zeroizing::new(Vec::with_capacity(need.max(2 * self.buf.capacity())));
+            bigger.extend_from_slice(&self.buf);
+            self.buf = bigger; // the old buffer is wiped as it goes
+        }
     }
 
     /// Appends a one-byte field.

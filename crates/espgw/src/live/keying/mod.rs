@@ -31,6 +31,7 @@ use espgw_keying::message::{ErrorCode, Event, ReplyData, SaId, TrafficSelector};
 use espgw_keying::{KeyingDb, KeyingError, Message, Reply, Request, PROTOCOL_VERSION};
 
 use super::shared::Shared;
+use zeroize::Zeroizing;
 
 /// Counters of the SA contract, for `show keying` and metrics.
 #[derive(Debug, Default)]
@@ -228,8 +229,11 @@ fn session(mut stream: UnixStream, shared: &Shared) {
         crate::warn!("keying", "detail" => "connection refused: not root or the keying user");
         return;
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(MAX_FRAME);
+    // Frames carry keys: the buffer wipes its whole capacity when dropped (what `drain`
+    // moved forward leaves its old copy behind the length), and it never grows, since it
+    // holds at most a frame's worth before a read (see `drain_frames`) and one read more.
     let mut chunk = [0u8; 4096];
+    let mut buf: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(MAX_FRAME + chunk.len()));
     let mut hello: Option<u64> = None;
     loop {
         let n = match stream.read(&mut chunk) {
@@ -243,8 +247,6 @@ fn session(mut stream: UnixStream, shared: &Shared) {
             break;
         }
     }
-    // Frames may have held keys.
-    buf.fill(0);
     if let Some(n) = hello {
         end_session(k, n);
     }

@@ -430,6 +430,25 @@ mod tests {
         d
     }
 
+    /// An IPv6 packet 2001:db8::7 -> 2001:db8:113::20 whose first next header is
+    /// `next_header`, carrying `body`.
+    fn v6_packet(next_header: u8, body: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; 40 + body.len()];
+        Ipv6Repr {
+            src: "2001:db8::7".parse().unwrap(),
+            dst: "2001:db8:113::20".parse().unwrap(),
+            next_header,
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 64,
+            payload_len: body.len(),
+        }
+        .emit(&mut d)
+        .unwrap();
+        d[40..].copy_from_slice(body);
+        d
+    }
+
     /// Whether the upper layer's checksum verifies over the pseudo-header of `d`'s addresses.
     fn upper_checksum_ok(d: &[u8]) -> bool {
         let info = parse_ip(d).unwrap();
@@ -487,19 +506,7 @@ mod tests {
             (proto::UDP, udp_datagram(b"abcd", 0x4321)),
             (proto::ICMPV6, vec![128, 0, 0x55, 0x55, 0, 1, 0, 2]),
         ] {
-            let mut d = vec![0u8; 40 + upper.len()];
-            Ipv6Repr {
-                src: "2001:db8::7".parse().unwrap(),
-                dst: "2001:db8:113::20".parse().unwrap(),
-                next_header: protocol,
-                traffic_class: 0,
-                flow_label: 0,
-                hop_limit: 64,
-                payload_len: upper.len(),
-            }
-            .emit(&mut d)
-            .unwrap();
-            d[40..].copy_from_slice(&upper);
+            let d = v6_packet(protocol, &upper);
             assert!(!upper_checksum_ok(&d));
             assert!(upper_checksum_ok(&refreshed(d)), "protocol {protocol}");
         }
@@ -539,21 +546,9 @@ mod tests {
         );
         assert_eq!(refreshed(d.clone()), d);
         // IPv6 behind a fragment header (first fragment: offset 0, more to come).
-        let upper = udp_datagram(b"abcd", 0x4321);
-        let mut d = vec![0u8; 48 + upper.len()];
-        Ipv6Repr {
-            src: "2001:db8::7".parse().unwrap(),
-            dst: "2001:db8:113::20".parse().unwrap(),
-            next_header: proto::FRAGMENT,
-            traffic_class: 0,
-            flow_label: 0,
-            hop_limit: 64,
-            payload_len: 8 + upper.len(),
-        }
-        .emit(&mut d)
-        .unwrap();
-        d[40..48].copy_from_slice(&[proto::UDP, 0, 0, 1, 0, 0, 0, 9]);
-        d[48..].copy_from_slice(&upper);
+        let mut body = vec![proto::UDP, 0, 0, 1, 0, 0, 0, 9];
+        body.extend_from_slice(&udp_datagram(b"abcd", 0x4321));
+        let d = v6_packet(proto::FRAGMENT, &body);
         assert_eq!(refreshed(d.clone()), d);
     }
 

@@ -5,7 +5,7 @@
 # receives the one SA's ESP on the queues the WAN bridge hands it (on 2026-11-26, two
 # workers: gateway 2's second worker got none; docs/performance.md, "Sixteen cores,
 # 2026-11-27"). The tester on CPUs 8-15. Needs the bundle made with --strongswan.
-# About 6 minutes. Knobs (environment): MEM (0: no in-memory rounds), MEMROUNDS, ROUNDS (live
+# About 7 minutes. Knobs (environment): MEM (0: no in-memory rounds), MEMROUNDS, ROUNDS (live
 # rounds), WS (their worker counts, in this order in odd rounds and the reverse in even ones),
 # SS (0: no espgw-against-strongSwan pair). The four calls of 2026-11-27: the defaults;
 # MEM=0 ROUNDS=0; WS="4 1" ROUNDS=2 SS=0; MEM=0 ROUNDS=0.
@@ -22,6 +22,9 @@ if [ "$MEM" = 1 ]; then
   mem --workers 1,2,4,8 --sas 1 --rounds $MEMROUNDS
   step "in memory, 8 SAs by hash, 64 B, $MEMROUNDS rounds"
   mem --workers 1,2,4,8 --sas 8 --spread hash --rounds $MEMROUNDS
+  # Since 2026-11-28: one policy with a per-worker set (an SA per worker, RFC 9611).
+  step "in memory, one policy, per-worker SAs, 64 B, $MEMROUNDS rounds"
+  mem --workers 1,2,4,8 --sas 1 --spread per-worker --rounds $MEMROUNDS
 fi
 Q="--sizes 64 --threads 4 --flows 16 --tester-cpus 8-15"
 [ "$ROUNDS" -gt 0 ] && live_step ceiling 30 --dut ceiling $Q

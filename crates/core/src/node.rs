@@ -252,6 +252,11 @@ impl Node {
         self.pipeline.set_order(turnstile);
     }
 
+    /// This node's worker index in its gateway (see [`Pipeline::set_worker`]).
+    pub fn set_worker(&mut self, index: usize) {
+        self.pipeline.set_worker(index);
+    }
+
     /// The next burst's place in arrival order, with an order set.
     pub fn set_ticket(&mut self, ticket: u64) {
         self.pipeline.set_ticket(ticket);

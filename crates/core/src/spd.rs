@@ -22,6 +22,14 @@ use crate::flow::FlowKey;
 pub enum SpdAction {
     /// Apply the SA at this index.
     Protect(u32),
+    /// Apply one SA of a per-worker set: `Tables::per_worker_sas[first..first + count]`,
+    /// worker `w` the `w mod count`-th (outbound); accept any of them (inbound).
+    ProtectEach {
+        /// Where the set starts in `Tables::per_worker_sas`.
+        first: u32,
+        /// How many SAs it has (2 or more).
+        count: u32,
+    },
     /// Apply the ESP SA, then the AH SA around it.
     Bundle {
         /// Index of the ESP SA.

@@ -82,6 +82,9 @@ fn ah_header_len(sa: &SaConfig) -> usize {
 pub struct Tables {
     /// Every SA, indexed by the SPD's actions.
     pub sas: Vec<Sa>,
+    /// The SA indices of every per-worker set, one set after another
+    /// ([`SpdAction::ProtectEach`] names a slice of it).
+    pub per_worker_sas: Vec<u32>,
     /// Outbound SPD (plaintext arriving on protected ports).
     pub spd_out: Spd,
     /// Inbound SPD (decrypted and plaintext arriving on unprotected ports).
@@ -161,6 +164,7 @@ impl Tables {
             local_v4: local_addresses(&ports, true),
             local_v6: local_addresses(&ports, false),
             sas: sad.sas,
+            per_worker_sas: spd.per_worker_sas,
             spd_out: Spd::new(spd.out_rules),
             spd_in: Spd::new(spd.in_rules),
             sa_in_by_spi: sad.esp_in_by_spi,
@@ -300,6 +304,7 @@ struct SpdRules {
     out_rules: Vec<SpdRule>,
     in_rules: Vec<SpdRule>,
     bundles_out: Vec<(u32, u32)>,
+    per_worker_sas: Vec<u32>,
 }
 
 fn build_spd(cfg: &Config, sas: &[Sa]) -> Result<SpdRules, ConfigError> {
@@ -307,6 +312,7 @@ fn build_spd(cfg: &Config, sas: &[Sa]) -> Result<SpdRules, ConfigError> {
         out_rules: Vec::new(),
         in_rules: Vec::new(),
         bundles_out: Vec::new(),
+        per_worker_sas: Vec::new(),
     };
     // Each policy finds its SA in constant time (30,000 policies would otherwise be a
     // quadratic scan at every load and reload).
@@ -325,6 +331,16 @@ fn build_spd(cfg: &Config, sas: &[Sa]) -> Result<SpdRules, ConfigError> {
             Action::Bypass => SpdAction::Bypass,
             Action::Discard => SpdAction::Discard,
             Action::Acquire { reqid } => SpdAction::Acquire(reqid),
+            Action::Protect(_) if !p.per_worker_sas.is_empty() => {
+                let first = rules.per_worker_sas.len() as u32;
+                for &spi in &p.per_worker_sas {
+                    rules.per_worker_sas.push(index(spi)?);
+                }
+                SpdAction::ProtectEach {
+                    first,
+                    count: p.per_worker_sas.len() as u32,
+                }
+            }
             Action::Protect(spi) => SpdAction::Protect(index(spi)?),
             Action::Bundle { esp, ah } => {
                 let (esp, ah) = (index(esp)?, index(ah)?);

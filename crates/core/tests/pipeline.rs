@@ -43,6 +43,7 @@ fn policy(dir: Direction, src: &str, dst: &str, action: Action) -> PolicyConfig 
         sport: ANY_PORT,
         dport: ANY_PORT,
         action,
+        per_worker_sas: Vec::new(),
         loc: Location::default(),
     }
 }
@@ -615,4 +616,79 @@ fn an_inbound_policy_accepts_any_sa_of_its_reqid() {
             "{reqids:?}"
         );
     }
+}
+
+const SPI_2: u32 = SPI + 1;
+
+/// `tunnel4` with a second SA of another key between the same gateways, and both
+/// policies sealing with (outbound) or accepting (inbound) the per-worker set of the two;
+/// `set: false` leaves the inbound policies naming the first SA alone.
+fn per_worker_tunnel(dir: Direction, set: bool) -> Arc<Tables> {
+    let mut c = tunnel4(dir, false, |_| {});
+    let mut second = c.sas[0].clone();
+    second.spi = SPI_2;
+    second.enc_key = zeroize::Zeroizing::new(vec![9u8; 20]);
+    c.sas.push(second);
+    if set {
+        for p in &mut c.policies {
+            p.per_worker_sas = vec![SPI, SPI_2];
+        }
+    }
+    tables(&c, default_provider().as_ref())
+}
+
+fn seal_as_worker(t: &Arc<Tables>, worker: usize, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut pipe = Pipeline::new(t.clone());
+    pipe.set_worker(worker);
+    let mut pkts: Vec<Packet> = frames
+        .iter()
+        .map(|f| {
+            let mut p = Packet::new();
+            p.load(f).unwrap();
+            p
+        })
+        .collect();
+    pipe.process(Direction::Out, &mut pkts);
+    forwarded(&pkts)
+}
+
+fn spi_and_seq(esp: &[u8]) -> (u32, u32) {
+    let word = |at: usize| u32::from_be_bytes(esp[at..at + 4].try_into().unwrap());
+    (word(ESP_AT), word(ESP_AT + 4))
+}
+
+#[test]
+fn each_worker_seals_a_per_worker_set_with_its_own_sa_and_any_of_them_opens() {
+    let tx = per_worker_tunnel(Direction::Out, true);
+    let frames: Vec<Vec<u8>> = (0..3u8)
+        .map(|i| frame(true, 0, &[i; 40], 10 + i, 0))
+        .collect();
+    // Worker w takes the set's (w mod 2)-th SA, each with its own sequence numbers.
+    let by_worker: Vec<Vec<Vec<u8>>> = (0..3).map(|w| seal_as_worker(&tx, w, &frames)).collect();
+    for (w, esp) in by_worker.iter().enumerate() {
+        let want_spi = [SPI, SPI_2][w % 2];
+        let first_seq = if w == 2 { 4 } else { 1 };
+        let got: Vec<(u32, u32)> = esp.iter().map(|e| spi_and_seq(e)).collect();
+        let want: Vec<(u32, u32)> = (0..3).map(|i| (want_spi, first_seq + i)).collect();
+        assert_eq!(got, want, "worker {w}");
+    }
+    // The two SAs' packets differ under their own keys.
+    assert_ne!(by_worker[0][0][ESP_AT + 8..], by_worker[1][0][ESP_AT + 8..]);
+    let all: Vec<Vec<u8>> = by_worker.concat();
+    // Inbound with the set: every packet opens and comes out as it went in.
+    let rx = per_worker_tunnel(Direction::In, true);
+    let (pkts, pipe) = run(&rx, Direction::In, &all);
+    assert_eq!(pipe.counters.total_drops(), 0, "{:?}", pipe.counters.drops);
+    let inner: Vec<Vec<u8>> = forwarded(&pkts).iter().map(|p| p[14..].to_vec()).collect();
+    let sent: Vec<Vec<u8>> = frames.iter().map(|f| f[14..].to_vec()).collect();
+    assert_eq!(inner, [sent.clone(), sent.clone(), sent].concat());
+    // An inbound policy naming the first SA alone refuses the second SA's packets, after
+    // opening them: the SA is known, the policy does not name it.
+    let rx = per_worker_tunnel(Direction::In, false);
+    let (pkts, pipe) = run(&rx, Direction::In, &all);
+    assert_eq!(forwarded(&pkts).len(), 6);
+    assert_eq!(pipe.counters.dropped(DropReason::PolicyMismatch), 3);
+    assert!(pkts[3..6]
+        .iter()
+        .all(|p| p.verdict == Verdict::Drop(DropReason::PolicyMismatch)));
 }

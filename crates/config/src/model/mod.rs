@@ -344,6 +344,11 @@ pub struct PolicyConfig {
     pub sport: Range<u16>,
     pub dport: Range<u16>,
     pub action: Action,
+    /// A per-worker SA set (RFC 9611's per-resource child SAs, configured statically): the
+    /// SPIs of ESP SAs between the same endpoints, worker `w` of an outbound policy sealing
+    /// with the `w mod n`-th, an inbound policy accepting a packet opened by any of them.
+    /// Empty for every other policy; when set, `action` is `Protect` of the first.
+    pub per_worker_sas: Vec<u32>,
     pub loc: Location,
 }
 

@@ -251,7 +251,20 @@ impl Config {
                 Action::Bundle { esp, ah } => &[(esp, Some(SaProto::Esp)), (ah, Some(SaProto::Ah))],
                 Action::Bypass | Action::Discard | Action::Acquire { .. } => &[],
             };
-            for &(spi, proto) in need {
+            if p.per_worker_sas
+                .first()
+                .is_some_and(|&s| p.action != Action::Protect(s))
+            {
+                return Err(p.loc.error(
+                    "per_worker_sas",
+                    "a per-worker set protects with its first SA",
+                ));
+            }
+            let set = p
+                .per_worker_sas
+                .iter()
+                .map(|&spi| (spi, Some(SaProto::Esp)));
+            for (spi, proto) in need.iter().copied().chain(set) {
                 let Some(sa) = spis.get(&(p.direction, spi)) else {
                     return Err(p.loc.error(
                         "protect",
@@ -262,7 +275,7 @@ impl Config {
                     return Err(p.loc.error(
                         "protect",
                         format!(
-                            "SA 0x{spi:x} (line {}) is {}, the bundle needs {}",
+                            "SA 0x{spi:x} (line {}) is {}, the policy needs {}",
                             sa.loc.line,
                             sa.proto.name(),
                             proto.map_or("", |w| w.name())

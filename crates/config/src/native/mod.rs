@@ -124,6 +124,8 @@ struct RawPolicy {
     sa: Option<Spanned<StrOrInt>>,
     /// A bundle: the AH SA applied around the ESP SA `sa`.
     ah_sa: Option<Spanned<StrOrInt>>,
+    /// Instead of `sa`: one ESP SA per worker (see `PolicyConfig::per_worker_sas`).
+    per_worker_sas: Option<Spanned<Vec<Spanned<StrOrInt>>>>,
 }
 
 #[derive(Deserialize)]

@@ -18,7 +18,10 @@ pub(super) fn convert_policy(
     if let (Some(a), false) = (&p.ah_sa, p.action.get_ref() == "protect") {
         return Err(lines.err(a, "ah_sa", "ah_sa goes with action = \"protect\""));
     }
-    let action = policy_action(lines, p, dir, cfg, index)?;
+    let (action, per_worker_sas) = match &p.per_worker_sas {
+        None => (policy_action(lines, p, dir, cfg, index)?, Vec::new()),
+        Some(set) => per_worker_action(lines, p, set, dir, cfg, index)?,
+    };
     Ok(PolicyConfig {
         direction: dir,
         priority: p.priority.unwrap_or(0),
@@ -28,6 +31,7 @@ pub(super) fn convert_policy(
         sport,
         dport,
         action,
+        per_worker_sas,
         loc,
     })
 }
@@ -115,6 +119,84 @@ pub(super) fn policy_ports(
     }
 }
 
+/// Finds a policy's SA by name or SPI, among the SAs of its direction.
+fn find_sa<'c>(
+    lines: &Lines<'_>,
+    v: &Spanned<StrOrInt>,
+    field: &str,
+    dir: Direction,
+    cfg: &'c Config,
+    index: &SaIndex,
+) -> Result<&'c SaConfig, ConfigError> {
+    let at = match v.get_ref() {
+        StrOrInt::Str(name) => index.by_name.get(&(dir, name.clone())),
+        StrOrInt::Int(spi) => u32::try_from(*spi)
+            .ok()
+            .and_then(|spi| index.by_spi.get(&(dir, spi))),
+    };
+    at.map(|&i| &cfg.sas[i])
+        .ok_or_else(|| lines.err(v, field, format!("no {dir} SA with that name or SPI")))
+}
+
+/// A `protect` policy with `per_worker_sas = [...]` in place of `sa`: two or more ESP SAs
+/// of the policy's direction, each named once, all between the same endpoints in the same
+/// mode (a worker's choice of SA must not change where or how the packet goes).
+fn per_worker_action(
+    lines: &Lines<'_>,
+    p: &RawPolicy,
+    set: &Spanned<Vec<Spanned<StrOrInt>>>,
+    dir: Direction,
+    cfg: &Config,
+    index: &SaIndex,
+) -> Result<(Action, Vec<u32>), ConfigError> {
+    const FIELD: &str = "per_worker_sas";
+    if p.action.get_ref() != "protect" {
+        return Err(lines.err(set, FIELD, "per_worker_sas goes with action = \"protect\""));
+    }
+    if let Some(other) = p.sa.as_ref().or(p.ah_sa.as_ref()) {
+        return Err(lines.err(
+            other,
+            FIELD,
+            "give per_worker_sas or sa (and ah_sa), not both",
+        ));
+    }
+    if !(2..=MAX_WORKERS).contains(&set.get_ref().len()) {
+        return Err(lines.err(
+            set,
+            FIELD,
+            format!("needs 2 to {MAX_WORKERS} SAs (one SA is `sa = ...`)"),
+        ));
+    }
+    let mut spis: Vec<u32> = Vec::with_capacity(set.get_ref().len());
+    let mut first: Option<&SaConfig> = None;
+    for v in set.get_ref() {
+        let sa = find_sa(lines, v, FIELD, dir, cfg, index)?;
+        if sa.proto != SaProto::Esp {
+            return Err(lines.err(v, FIELD, "per-worker SAs are ESP SAs"));
+        }
+        if spis.contains(&sa.spi) {
+            return Err(lines.err(v, FIELD, format!("SA 0x{:x} is listed twice", sa.spi)));
+        }
+        match first {
+            None => first = Some(sa),
+            Some(f) if f.mode != sa.mode || f.udp_encap != sa.udp_encap => {
+                return Err(lines.err(
+                    v,
+                    FIELD,
+                    format!(
+                        "SA 0x{:x} differs from 0x{:x} in mode, tunnel endpoints or UDP \
+                         encapsulation",
+                        sa.spi, f.spi
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        spis.push(sa.spi);
+    }
+    Ok((Action::Protect(spis[0]), spis))
+}
+
 /// What a policy does; `protect` finds its SA (and a bundle's AH SA) by name or SPI.
 pub(super) fn policy_action(
     lines: &Lines<'_>,
@@ -128,18 +210,8 @@ pub(super) fn policy_action(
             let sa =
                 p.sa.as_ref()
                     .ok_or_else(|| lines.err(&p.action, "sa", "protect needs sa = NAME or SPI"))?;
-            let find = |v: &Spanned<StrOrInt>, field: &str| {
-                let at = match v.get_ref() {
-                    StrOrInt::Str(name) => index.by_name.get(&(dir, name.clone())),
-                    StrOrInt::Int(spi) => u32::try_from(*spi)
-                        .ok()
-                        .and_then(|spi| index.by_spi.get(&(dir, spi))),
-                };
-                let found = at.map(|&i| &cfg.sas[i]);
-                found.ok_or_else(|| {
-                    lines.err(v, field, format!("no {dir} SA with that name or SPI"))
-                })
-            };
+            let find =
+                |v: &Spanned<StrOrInt>, field: &str| find_sa(lines, v, field, dir, cfg, index);
             let found = find(sa, "sa")?;
             match &p.ah_sa {
                 None => Action::Protect(found.spi),

@@ -233,3 +233,105 @@ ah_sa = 0x102
     assert_eq!((e.line, e.field.as_str()), (2, "algorithm"));
     assert!(e.message.contains("GMAC integrity is for AH"), "{e}");
 }
+
+/// Two outbound tunnel SAs and an AH SA between the same gateways, and one outbound policy
+/// sealing with a per-worker set of the first two.
+const PER_WORKER: &str = r#"
+[[sa]]
+name = "w0"
+direction = "out"
+spi = 0x1001
+mode = "ipv4-tunnel"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+aead = "aes-128-gcm"
+key = "0x000102030405060708090a0b0c0d0e0fcafe0001"
+
+[[sa]]
+name = "w1"
+direction = "out"
+spi = 0x1002
+mode = "ipv4-tunnel"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+aead = "aes-128-gcm"
+key = "0x101112131415161718191a1b1c1d1e1fcafe0002"
+
+[[sa]]
+name = "ah"
+direction = "out"
+spi = 0x1003
+mode = "ipv4-tunnel"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+protocol = "ah"
+integrity = "hmac-sha256"
+integrity_key = "0x202122232425262728292a2b2c2d2e2f202122232425262728292a2b2c2d2e2f"
+
+[[policy]]
+direction = "out"
+src = "198.51.100.0/24"
+dst = "203.0.113.0/24"
+action = "protect"
+per_worker_sas = ["w0", 0x1002]
+"#;
+
+#[test]
+fn a_per_worker_set_names_its_esp_sas_in_order() {
+    let c = crate::parse(PER_WORKER, "x.toml", None).unwrap();
+    assert_eq!(c.policies[0].per_worker_sas, vec![0x1001, 0x1002]);
+    assert_eq!(c.policies[0].action, Action::Protect(0x1001));
+    let c = crate::parse(
+        &PER_WORKER.replace("[\"w0\", 0x1002]", "[\"w1\", \"w0\"]"),
+        "x.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.policies[0].per_worker_sas, vec![0x1002, 0x1001]);
+    assert_eq!(c.policies[0].action, Action::Protect(0x1002));
+}
+
+#[test]
+fn a_bad_per_worker_set_is_refused_naming_its_line() {
+    let line = 38; // `per_worker_sas = [...]`
+    let bad = |from: &str, to: &str, why: &str| {
+        let t = PER_WORKER.replace(from, to);
+        let e = crate::parse(&t, "gw.toml", None).unwrap_err();
+        assert_eq!(e.field, "per_worker_sas", "{why}: {e}");
+        assert!(e.line >= line - 1 && e.line <= line, "{why}: {e}");
+        e
+    };
+    let e = bad("[\"w0\", 0x1002]", "[\"w0\"]", "one SA");
+    assert!(e.message.contains("2 to"), "{e}");
+    let e = bad("[\"w0\", 0x1002]", "[\"w0\", \"w0\"]", "listed twice");
+    assert!(e.message.contains("twice"), "{e}");
+    let e = bad("[\"w0\", 0x1002]", "[\"w0\", \"nope\"]", "unknown");
+    assert!(e.message.contains("no out SA"), "{e}");
+    let e = bad("[\"w0\", 0x1002]", "[\"w0\", \"ah\"]", "AH");
+    assert!(e.message.contains("ESP"), "{e}");
+    bad(
+        "action = \"protect\"\nper",
+        "action = \"bypass\"\nper",
+        "not protect",
+    );
+    bad(
+        "action = \"protect\"\nper",
+        "action = \"protect\"\nsa = \"w0\"\nper",
+        "with sa",
+    );
+    // Every SA of the set must take the packet the same way.
+    let moved = PER_WORKER.replacen("remote = \"192.0.2.2\"", "remote = \"192.0.2.3\"", 2);
+    let moved = moved.replacen("remote = \"192.0.2.3\"", "remote = \"192.0.2.2\"", 1);
+    let e = crate::parse(&moved, "gw.toml", None).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (line, "per_worker_sas"), "{e}");
+    assert!(e.message.contains("tunnel endpoints"), "{e}");
+    // Inbound, the set names inbound SAs.
+    let e = crate::parse(
+        &PER_WORKER.replace("direction = \"out\"\nsrc", "direction = \"in\"\nsrc"),
+        "gw.toml",
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "per_worker_sas", "{e}");
+    assert!(e.message.contains("no in SA"), "{e}");
+}

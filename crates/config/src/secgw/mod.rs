@@ -264,6 +264,7 @@ fn parse_sp(c: &mut Cursor<'_, '_>, loc: Location) -> Result<PolicyConfig, Confi
         sport: ANY_PORT,
         dport: ANY_PORT,
         action,
+        per_worker_sas: Vec::new(),
         loc,
     };
     while let Some(k) = c.next() {

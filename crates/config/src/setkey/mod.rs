@@ -489,6 +489,7 @@ fn parse_spdadd(
             sport,
             dport,
             action,
+            per_worker_sas: Vec::new(),
             loc,
         },
         tmpl,

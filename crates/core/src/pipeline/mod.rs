@@ -124,6 +124,8 @@ pub struct Pipeline {
     /// ordered section, and the next burst's ticket (see [`crate::order`]).
     order: Option<Arc<Turnstile>>,
     ticket: Option<u64>,
+    /// This worker's index in its gateway: which SA of a per-worker set it seals with.
+    worker: u32,
 }
 
 /// The most acquisitions a pipeline keeps until they are taken (one per reqid).
@@ -179,7 +181,15 @@ impl Pipeline {
             runs: Vec::new(),
             order: None,
             ticket: None,
+            worker: 0,
         }
+    }
+
+    /// This pipeline's worker index in its gateway (0 unless set): worker `w` seals a
+    /// per-worker set's traffic with the set's `w mod n`-th SA, so that each worker has an
+    /// SA, a sequence space and a key of its own for the same selectors (RFC 9611).
+    pub fn set_worker(&mut self, index: usize) {
+        self.worker = u32::try_from(index).unwrap_or(u32::MAX);
     }
 
     /// Spreads one input over several workers in order: every burst this pipeline
@@ -426,7 +436,7 @@ impl Pipeline {
                 return *a;
             }
         }
-        let a = spd_miss(t, dir, key);
+        let a = spd_miss(t, dir, key, self.worker);
         self.spd_cache = Some((dir, key, a));
         a
     }
@@ -454,6 +464,12 @@ impl Pipeline {
                 self.protect_ah(t, sa, p, &info)
             }
             Some(SpdAction::Protect(sa)) => return self.encapsulate(t, sa, None, p, &info),
+            Some(SpdAction::ProtectEach { .. }) => {
+                // Never here: `spd_miss` gives an outbound set as `Protect` of this worker's
+                // SA (a second inlined `encapsulate` would cost every packet: callgrind).
+                self.drop_pkt(p, DropReason::NoPolicy);
+                Slot::Done
+            }
             Some(SpdAction::Bundle { esp, ah }) => {
                 self.ah_in_burst = true;
                 return self.encapsulate(t, esp, Some(ah), p, &info);
@@ -491,7 +507,12 @@ impl Pipeline {
             Ok(Classified::Esp(job)) => return self.slots.push(Slot::Open { job, seq: 0 }),
             Ok(Classified::Plain) => match self.spd_lookup(t, Direction::In, info.key) {
                 Some(SpdAction::Bypass) => self.bypass(p, &info),
-                Some(SpdAction::Protect(_) | SpdAction::Bundle { .. } | SpdAction::Acquire(_)) => {
+                Some(
+                    SpdAction::Protect(_)
+                    | SpdAction::ProtectEach { .. }
+                    | SpdAction::Bundle { .. }
+                    | SpdAction::Acquire(_),
+                ) => {
                     self.drop_pkt(p, DropReason::PlaintextProtected);
                     Slot::Done
                 }
@@ -511,10 +532,18 @@ impl Pipeline {
 }
 
 /// The SPD lookup behind the flow cache, out of line (a new flow, once per run of packets).
+/// Outbound, a per-worker set comes back as `Protect` of `worker`'s SA, the `worker mod
+/// n`-th of the set: the cache, which is this worker's own, then holds the SA itself.
 #[inline(never)]
-fn spd_miss(t: &Tables, dir: Direction, key: FlowKey) -> Option<SpdAction> {
+fn spd_miss(t: &Tables, dir: Direction, key: FlowKey, worker: u32) -> Option<SpdAction> {
     match dir {
-        Direction::Out => t.spd_out.lookup(&key),
+        Direction::Out => match t.spd_out.lookup(&key) {
+            Some(SpdAction::ProtectEach { first, count }) => {
+                let at = first as usize + (worker % count.max(1)) as usize;
+                t.per_worker_sas.get(at).map(|&sa| SpdAction::Protect(sa))
+            }
+            a => a,
+        },
         Direction::In => t.spd_in.lookup(&key),
     }
 }

@@ -163,6 +163,11 @@ impl Pipeline {
                         {
                             Ok(info)
                         }
+                        (Some(SpdAction::ProtectEach { first, count }), None)
+                            if in_set(t, first, count, sa_idx) =>
+                        {
+                            Ok(info)
+                        }
                         (Some(SpdAction::Acquire(reqid)), None)
                             if sa.config.reqid == Some(reqid) =>
                         {
@@ -226,4 +231,16 @@ impl Pipeline {
 fn same_reqid(t: &Tables, a: u32, b: u32) -> bool {
     let reqid = |i: u32| t.sas.get(i as usize).and_then(|s| s.config.reqid);
     matches!((reqid(a), reqid(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Whether SA `sa` belongs to the per-worker set at `first..first + count`: an inbound
+/// policy with such a set accepts a packet opened by any of its SAs, whichever of the
+/// peer's workers sealed it. Out of line: the common policy names one SA.
+#[cold]
+#[inline(never)]
+fn in_set(t: &Tables, first: u32, count: u32, sa: u32) -> bool {
+    let (first, count) = (first as usize, count as usize);
+    t.per_worker_sas
+        .get(first..first.saturating_add(count))
+        .is_some_and(|set| set.contains(&sa))
 }

@@ -269,6 +269,10 @@ fn show_policies(cfg: &Config) -> Value {
                     format!("{label} (0x{spi:08x})")
                 };
                 let action = match p.action {
+                    Action::Protect(_) if !p.per_worker_sas.is_empty() => {
+                        let set: Vec<String> = p.per_worker_sas.iter().map(|&s| name(s)).collect();
+                        format!("protect per worker {}", set.join(", "))
+                    }
                     Action::Protect(spi) => format!("protect {}", name(spi)),
                     Action::Bundle { esp, ah } => {
                         format!("protect esp {} then ah {}", name(esp), name(ah))

@@ -170,6 +170,7 @@ impl Worker {
         let links = ports.iter().map(Option::is_some).collect();
         let mut node = Node::new(t, shared.neighbours.clone(), links);
         node.set_order(order.as_ref().map(|o| o.pipeline.clone()));
+        node.set_worker(id);
         Worker {
             id,
             node,

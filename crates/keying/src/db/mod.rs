@@ -524,6 +524,7 @@ fn policy_configs(p: &AddPolicy, dir: Direction, action: Action) -> Vec<PolicyCo
                     hi: d.to_port,
                 },
                 action,
+                per_worker_sas: Vec::new(),
                 loc: Location::new(SOURCE, 0),
             });
         }

@@ -69,8 +69,9 @@ pub enum BenchCmd {
         #[arg(long, value_delimiter = ',', default_value = "1")]
         sas: Vec<usize>,
         /// With --workers: "ordered" (one input in arrival order, any SA count), "hash"
-        /// (each SA on one worker) or "auto" (ordered when there are fewer SAs than
-        /// workers).
+        /// (each SA on one worker), "per-worker" (one flow to every worker, its policy
+        /// with a per-worker set of as many SAs as workers: each seals or opens its own)
+        /// or "auto" (ordered when there are fewer SAs than workers).
         #[arg(long, default_value = "auto")]
         spread: String,
         /// With --workers: pin worker i to the i-th CPU.
@@ -628,7 +629,18 @@ fn bench_names(algs: &[String]) -> Vec<String> {
 
 /// The ESP frames gateway 2 (`t2`) makes of `plain_rev`: gateway 1's inbound input.
 fn esp_frames(t2: &Arc<Tables>, plain_rev: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+    esp_frames_of_worker(t2, plain_rev, 0)
+}
+
+/// [`esp_frames`] sealed as gateway 2's worker `worker` would (the SA a per-worker set
+/// gives that worker).
+fn esp_frames_of_worker(
+    t2: &Arc<Tables>,
+    plain_rev: &[Vec<u8>],
+    worker: usize,
+) -> Result<Vec<Vec<u8>>, String> {
     let mut enc = Pipeline::new(t2.clone());
+    enc.set_worker(worker);
     let mut pool = PacketPool::new(plain_rev.len());
     let mut pk: Vec<_> = plain_rev
         .iter()

@@ -8,7 +8,10 @@
 //!   (sequence numbers out, replay window in) and the transmit go in ticket order
 //!   ([`espgw_core::order`]);
 //! - **hash** (as RSS or a hash fanout): worker `w` gets the flows of SAs `k ≡ w (mod N)`,
-//!   each SA on one worker, nothing shared but the tables.
+//!   each SA on one worker, nothing shared but the tables;
+//! - **per-worker** (RFC 9611's per-resource SAs): one policy with a per-worker set of N
+//!   SAs, every worker given the same flow; worker `w` seals with the set's SA `w`
+//!   (outbound) or opens that SA's packets (inbound), nothing shared but the tables.
 //!
 //! Each SA's packets come a burst at a time (SAs in turn), whatever the spread.
 //!
@@ -31,6 +34,8 @@ pub enum Spread {
     Ordered,
     /// Each SA's flows on one worker.
     Hash,
+    /// One flow on every worker, each with its own SA of the policy's per-worker set.
+    PerWorker,
 }
 
 impl Spread {
@@ -39,13 +44,17 @@ impl Spread {
             "auto" => Ok(None),
             "ordered" => Ok(Some(Spread::Ordered)),
             "hash" => Ok(Some(Spread::Hash)),
-            _ => Err(format!("unknown spread '{s}' (auto, ordered, hash)")),
+            "per-worker" => Ok(Some(Spread::PerWorker)),
+            _ => Err(format!(
+                "unknown spread '{s}' (auto, ordered, hash, per-worker)"
+            )),
         }
     }
     fn name(self) -> &'static str {
         match self {
             Spread::Ordered => "ordered",
             Spread::Hash => "hash",
+            Spread::PerWorker => "per-worker",
         }
     }
 }
@@ -117,6 +126,33 @@ pub fn multiply_sas(c: &mut Config, k: usize) -> Result<(), String> {
     c.sas = sas;
     c.policies = policies;
     Ok(())
+}
+
+/// Gives every protect policy a per-worker set of `n` SAs (`n` > 1): copy `i` of each SA
+/// (SPI as [`spi_of`], a key of its own) is worker `i`'s.
+pub fn per_worker_sets(c: &mut Config, n: usize) {
+    if n <= 1 {
+        return;
+    }
+    let mut sas = Vec::new();
+    for sa in &c.sas {
+        for i in 0..n {
+            let mut s = sa.clone();
+            if i > 0 {
+                s.spi = spi_of(sa.spi, i);
+                s.name = sa.name.as_ref().map(|n| format!("{n}-{i}"));
+                let key: Vec<u8> = sa.enc_key.iter().map(|b| b ^ i as u8).collect();
+                s.enc_key = zeroize::Zeroizing::new(key);
+            }
+            sas.push(s);
+        }
+    }
+    for p in &mut c.policies {
+        if let Action::Protect(spi) = p.action {
+            p.per_worker_sas = (0..n).map(|i| spi_of(spi, i)).collect();
+        }
+    }
+    c.sas = sas;
 }
 
 /// `m` plaintext frames from gateway 1's south side (`reverse`: from gateway 2's), flows
@@ -346,7 +382,8 @@ fn multi_trial(
         .unwrap_or_default();
     let handles: Vec<_> = inputs
         .into_iter()
-        .map(|input| {
+        .enumerate()
+        .map(|(index, input)| {
             let (t, stop, ready) = (tables.clone(), stop.clone(), ready.clone());
             let order = order.clone();
             // As `espgw run` does with several workers: each its own instance of the
@@ -378,6 +415,7 @@ fn multi_trial(
                 if let Some(o) = &w.order {
                     w.node.set_order(Some(o.pipeline.clone()));
                 }
+                w.node.set_worker(index);
                 for _ in 0..200 {
                     w.burst_through();
                 }
@@ -595,6 +633,24 @@ fn inputs(
                 .collect();
             Ok((ins, order))
         }
+        Spread::PerWorker => {
+            let mut ins = Vec::new();
+            for w in 0..workers {
+                let m = TEMPLATES.max(run);
+                let plain = frames_for(size, dir == Direction::In, &[0], m, run)?;
+                let next_of = Arc::new(next_of_flow(&plain));
+                let frames = match dir {
+                    Direction::Out => plain,
+                    Direction::In => esp_frames_of_worker(t2, &plain, w)?,
+                };
+                ins.push(WorkerInput {
+                    frames,
+                    next_of,
+                    cpu: cpu(w),
+                });
+            }
+            Ok((ins, None))
+        }
         Spread::Hash => {
             let mut ins = Vec::new();
             for w in 0..workers {
@@ -720,7 +776,7 @@ pub fn dataplane_workers(
             "every worker on the process's one instance of intel-ipsec-mb (--shared-library)"
         }
     );
-    println!("spread: ordered = one input in arrival order (tickets; sequence numbers and transmit in order), hash = each SA on one worker");
+    println!("spread: ordered = one input in arrival order (tickets; sequence numbers and transmit in order), hash = each SA on one worker, per-worker = one policy whose per-worker set gives each worker an SA of its own");
     println!("waiting: the share of the workers' time spent waiting for a burst's turn in the pipeline's ordered section / at transmit");
     println!(
         "{:<20} {:>6} {:<9} {:>4} {:<8} {:>7} {:>8} {:>8} {:>10} {:>9} {:>5} {:>13}",
@@ -748,6 +804,31 @@ pub fn dataplane_workers(
                 Arc::new(Tables::build(&gw1, provider.as_ref(), None).map_err(|e| e.to_string())?);
             let t2 =
                 Arc::new(Tables::build(&gw2, provider.as_ref(), None).map_err(|e| e.to_string())?);
+            // A per-worker spread: each worker count its own set's size.
+            let mut sets = Vec::new();
+            if args.spread == Some(Spread::PerWorker) {
+                if k != 1 {
+                    return Err(
+                        "--spread per-worker takes --sas 1 (the set has one SA per worker)".into(),
+                    );
+                }
+                for &n in &args.workers {
+                    let (mut a, mut b) = (gw1.clone(), gw2.clone());
+                    per_worker_sets(&mut a, n);
+                    per_worker_sets(&mut b, n);
+                    let build = |c: &Config| {
+                        Tables::build(c, provider.as_ref(), None)
+                            .map(Arc::new)
+                            .map_err(|e| e.to_string())
+                    };
+                    sets.push((n, build(&a)?, build(&b)?));
+                }
+            }
+            let tables_for = |n: usize| {
+                sets.iter()
+                    .find(|s| s.0 == n)
+                    .map_or((&t1, &t2), |s| (&s.1, &s.2))
+            };
             for size in sizes {
                 for dir in [Direction::Out, Direction::In] {
                     let dname = direction_name(dir);
@@ -770,8 +851,9 @@ pub fn dataplane_workers(
                                 None if k < n => Spread::Ordered,
                                 None => Spread::Hash,
                             };
-                            let (ins, order) = inputs(&t2, size, dir, k, n, spread, &cpus)?;
-                            let r = multi_trial(&t1, dir, ins, order, args.own_instances, secs)?;
+                            let (t1, t2) = tables_for(n);
+                            let (ins, order) = inputs(t2, size, dir, k, n, spread, &cpus)?;
+                            let r = multi_trial(t1, dir, ins, order, args.own_instances, secs)?;
                             trials.push((n, spread, r));
                         }
                         // Reported in the order asked for, each against this round's one
@@ -910,6 +992,37 @@ mod tests {
                     "{:?}", dir
                 );
             }
+        }
+    }
+
+    /// A per-worker set over two workers: each worker seals with an SA of its own (one SA
+    /// shared would leave each worker's numbers with gaps the other filled) and opens the
+    /// packets of its own SA, nothing dropped.
+    #[test]
+    fn a_per_worker_set_gives_each_worker_its_own_sa() {
+        let provider = espgw_crypto::default_provider();
+        let suite = parse_suite("aes-128-gcm").unwrap();
+        let (mut gw1, mut gw2) = configs(SaProto::Esp, suite).unwrap();
+        per_worker_sets(&mut gw1, 2);
+        per_worker_sets(&mut gw2, 2);
+        let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).unwrap());
+        let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).unwrap());
+        // A set of two for each protect policy: IPv4 and IPv6, out and in.
+        assert_eq!(t1.per_worker_sas.len(), 8);
+        // The inbound inputs are the set's two SAs, one per worker.
+        let (ins, _) = inputs(&t2, "64", Direction::In, 1, 2, Spread::PerWorker, &[]).unwrap();
+        let spis: Vec<u32> = ins
+            .iter()
+            .map(|i| u32::from_be_bytes(i.frames[0][34..38].try_into().unwrap()))
+            .collect();
+        assert_eq!(spis, [0x2001, spi_of(0x2001, 1)]);
+        for dir in [Direction::Out, Direction::In] {
+            let (ins, order) = inputs(&t2, "64", dir, 1, 2, Spread::PerWorker, &[]).unwrap();
+            assert!(order.is_none());
+            let r = multi_trial(&t1, dir, ins, order, true, 0.2).unwrap();
+            assert!(r.checked > 1000, "{dir:?}: {} checked", r.checked);
+            assert_eq!((r.reordered, r.gaps, r.dropped), (0, 0, 0), "{dir:?}");
+            assert!(r.per_worker_mpps.iter().all(|&m| m > 0.0), "{dir:?}");
         }
     }
 

@@ -20,6 +20,15 @@ if sys.argv[1] == "decrypt":
     print(json.dumps(None if clear is None else {
         "inner_src": clear.src, "inner_dst": clear.dst,
         "payload": raw(clear[UDP].payload).decode(errors="replace")}))
+elif sys.argv[1] == "send-many":
+    # argv[3] packets, sequence numbers from argv[2].
+    first, count = int(sys.argv[2]), int(sys.argv[3])
+    for i in range(count):
+        inner = (IP(src="203.0.113.9", dst="198.51.100.2") / UDP(sport=5555, dport=6666)
+                 / Raw(b"to-the-host-%d" % i))
+        send(IN.encrypt(inner, seq_num=first + i))
 else:
+    # "send [SEQ]": one packet, sequence number SEQ (default 1).
+    seq = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     inner = IP(src="203.0.113.9", dst="198.51.100.2") / UDP(sport=5555, dport=6666) / Raw(b"to-the-host")
-    send(IN.encrypt(inner, seq_num=1))
+    send(IN.encrypt(inner, seq_num=seq))

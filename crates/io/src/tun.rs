@@ -15,6 +15,7 @@ use crate::port::{Port, PortStats};
 
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
 #[repr(C)]
@@ -36,6 +37,20 @@ impl TunPort {
     /// Creates (or attaches to) TUN interface `ifname`; `mac` is the port's MAC as the
     /// pipeline knows it (frames from the TUN carry it as destination).
     pub fn open(ifname: &str, mac: MacAddr) -> io::Result<Self> {
+        Self::open_with(ifname, mac, IFF_TUN | IFF_NO_PI)
+    }
+
+    /// `n` queues of multi-queue TUN interface `ifname` (created, or attached to if it
+    /// exists as a multi-queue device), one per worker: the kernel spreads the host's
+    /// flows over the queues, and each queue's owner writes its own packets to the host.
+    /// An existing single-queue device refuses (`EINVAL`).
+    pub fn open_queues(ifname: &str, mac: MacAddr, n: usize) -> io::Result<Vec<Self>> {
+        (0..n)
+            .map(|_| Self::open_with(ifname, mac, IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE))
+            .collect()
+    }
+
+    fn open_with(ifname: &str, mac: MacAddr, flags: libc::c_short) -> io::Result<Self> {
         if ifname.is_empty() || ifname.len() > 15 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -50,7 +65,7 @@ impl TunPort {
             .map_err(|e| io::Error::new(e.kind(), format!("/dev/net/tun: {e}")))?;
         let mut req = IfReq {
             name: [0; 16],
-            flags: IFF_TUN | IFF_NO_PI,
+            flags,
             _pad: [0; 22],
         };
         req.name[..ifname.len()].copy_from_slice(ifname.as_bytes());

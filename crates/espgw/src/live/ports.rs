@@ -191,8 +191,8 @@ pub(super) enum Sockets {
     Shared(Vec<Vec<Box<dyn Port + Send>>>),
 }
 
-/// Opens the sockets: each worker's own (TUN ports served by worker 0 alone), or with the
-/// ordered spread one shared set.
+/// Opens the sockets: each worker's own (a TUN port: a queue each), or with the ordered
+/// spread one shared set.
 pub(super) fn open_ports(
     opts: &RunOptions,
     facts: &mut [PortFacts],
@@ -235,8 +235,12 @@ pub(super) fn open_ports(
     };
     for (i, f) in facts.iter_mut().enumerate() {
         if f.tun {
-            let p = TunPort::open(&f.interface, f.mac).map_err(|e| e.to_string())?;
-            set[0][i] = Some(Box::new(p));
+            // Each worker its own queue of a multi-queue TUN; the ordered spread's workers
+            // share one socket per port, so one queue there.
+            let per_worker = if ordered { 1 } else { set.len() };
+            for (w, q) in open_tun(f, per_worker)?.into_iter().enumerate() {
+                set[w][i] = Some(Box::new(q));
+            }
             // Bring it up so the host can route into it.
             let _ = std::process::Command::new("ip")
                 .args(["link", "set", &f.interface, "up"])
@@ -258,6 +262,30 @@ pub(super) fn open_ports(
         }
     }
     Ok(Sockets::Shared(per_port))
+}
+
+/// A TUN port's queues: one per worker (`workers` > 1: a multi-queue TUN), else one. An
+/// interface that exists as a single-queue TUN cannot take more queues: worker 0 then
+/// serves it alone, said in the log (the other workers' packets for it are dropped as
+/// `tx_full`; README, "Limits").
+fn open_tun(f: &PortFacts, workers: usize) -> Result<Vec<TunPort>, String> {
+    if workers > 1 {
+        match TunPort::open_queues(&f.interface, f.mac, workers) {
+            Ok(queues) => {
+                crate::info!("tun_queues", "interface" => f.interface, "queues" => queues.len());
+                return Ok(queues);
+            }
+            Err(e) => crate::warn!(
+                "tun_single_queue",
+                "interface" => f.interface,
+                "error" => e,
+                "served_by" => "worker 0"
+            ),
+        }
+    }
+    Ok(vec![
+        TunPort::open(&f.interface, f.mac).map_err(|e| e.to_string())?
+    ])
 }
 
 /// The ordered spread over AF_XDP: a socket on every receive queue of every interface

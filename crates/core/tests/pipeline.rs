@@ -122,7 +122,18 @@ fn gateway(
 }
 
 fn run(t: &Arc<Tables>, dir: Direction, frames: &[Vec<u8>]) -> (Vec<Packet>, Pipeline) {
+    run_as_worker(t, dir, frames, 0)
+}
+
+/// [`run`] on the pipeline of worker `worker` (which SA of a per-worker set it seals with).
+fn run_as_worker(
+    t: &Arc<Tables>,
+    dir: Direction,
+    frames: &[Vec<u8>],
+    worker: usize,
+) -> (Vec<Packet>, Pipeline) {
     let mut pipe = Pipeline::new(t.clone());
+    pipe.set_worker(worker);
     let mut pkts: Vec<Packet> = frames
         .iter()
         .map(|f| {
@@ -638,18 +649,7 @@ fn per_worker_tunnel(dir: Direction, set: bool) -> Arc<Tables> {
 }
 
 fn seal_as_worker(t: &Arc<Tables>, worker: usize, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut pipe = Pipeline::new(t.clone());
-    pipe.set_worker(worker);
-    let mut pkts: Vec<Packet> = frames
-        .iter()
-        .map(|f| {
-            let mut p = Packet::new();
-            p.load(f).unwrap();
-            p
-        })
-        .collect();
-    pipe.process(Direction::Out, &mut pkts);
-    forwarded(&pkts)
+    forwarded(&run_as_worker(t, Direction::Out, frames, worker).0)
 }
 
 fn spi_and_seq(esp: &[u8]) -> (u32, u32) {

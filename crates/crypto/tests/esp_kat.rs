@@ -537,6 +537,79 @@ fn packet_the_library_refuses_fails_alone() {
     }
 }
 
+/// A packet longer than the 65,534 bytes intel-ipsec-mb's lanes count, in a burst of good
+/// ones, sealed and opened in every suite on every back-end. The library's own checks
+/// refuse such a job (a longer HMAC, AES-XCBC-MAC or AES-CCM input, a longer CBC text);
+/// the shim lets a burst skip those checks only when its own restatement of them passes
+/// every job (`burst_checks_pass` in csrc/ipsec_mb_shim.c), which this burst must not. So
+/// the good packets round-trip, and the long one is either refused (a failed seal wipes
+/// its text; a failed open reports it) or right: what a back-end sealed, the portable
+/// back-end opens to the plaintext, and what a back-end opened is the plaintext. A job
+/// let through unchecked would be hashed over a length cut to 16 bits, and fail both.
+#[test]
+fn packet_over_the_library_length_limit_is_refused_or_right() {
+    for suite in all_esp_suites() {
+        if suite.is_null_null() {
+            continue;
+        }
+        let (e, a) = material(suite);
+        let all = keys(suite, &e, &a, false);
+        let portable = &all
+            .iter()
+            .find(|(name, _)| name.starts_with("aws-lc"))
+            .expect("the portable back-end")
+            .1;
+        let (long, long_text) = layout(suite, 66_000);
+        let body = 8 + suite.iv_len();
+        let mut sealed_by_portable = long.clone();
+        seal(&**portable, &mut sealed_by_portable, 2);
+        for (name, k) in &all {
+            let (good, _) = layout(suite, 30);
+            let seqs = [1u64, 2, 3];
+            // Sealing.
+            let mut bufs = [good.clone(), long.clone(), good.clone()];
+            let mut ops: Vec<EspOp<'_>> = bufs
+                .iter_mut()
+                .zip(seqs)
+                .map(|(esp, seq)| EspOp { esp, seq })
+                .collect();
+            k.seal_burst(&mut ops);
+            drop(ops);
+            for i in [0, 2] {
+                assert!(
+                    open(&**portable, &mut bufs[i].clone(), seqs[i]),
+                    "{suite} {name}: packet {i}"
+                );
+            }
+            let refused = bufs[1][body..body + long_text].iter().all(|&b| b == 0);
+            let mut check = bufs[1].clone();
+            let right = open(&**portable, &mut check, 2)
+                && check[body..body + long_text] == long[body..body + long_text];
+            assert!(
+                refused || right,
+                "{suite} {name}: the long packet was sealed wrong"
+            );
+            // Opening.
+            let mut bufs = [bufs[0].clone(), sealed_by_portable.clone(), bufs[2].clone()];
+            let mut ok = [false; 3];
+            let mut ops: Vec<EspOp<'_>> = bufs
+                .iter_mut()
+                .zip(seqs)
+                .map(|(esp, seq)| EspOp { esp, seq })
+                .collect();
+            k.open_burst(&mut ops, &mut ok);
+            drop(ops);
+            assert!(ok[0] && ok[2], "{suite} {name}: a good packet did not open");
+            if ok[1] {
+                assert!(
+                    bufs[1][body..body + long_text] == long[body..body + long_text],
+                    "{suite} {name}: the long packet opened to something else"
+                );
+            }
+        }
+    }
+}
+
 /// Opening: an authentic packet whose decryption the library refuses (no text at all: the
 /// ICV covers only header and IV) amid good ones. The decryption pass goes through the
 /// library's synchronous cipher burst, which refuses the whole array for that one job and

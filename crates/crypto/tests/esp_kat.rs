@@ -41,6 +41,14 @@ fn seal(k: &dyn EspKey, esp: &mut [u8], seq: u64) {
     k.seal_burst(&mut [EspOp { esp, seq }]);
 }
 
+/// One op per buffer, numbered by `seqs`: a burst for `seal_burst` or `open_burst`.
+fn burst_ops<'a>(bufs: &'a mut [Vec<u8>], seqs: &[u64]) -> Vec<EspOp<'a>> {
+    bufs.iter_mut()
+        .zip(seqs.iter().copied())
+        .map(|(esp, seq)| EspOp { esp, seq })
+        .collect()
+}
+
 /// Seals `header || IV || plaintext || ICV room` with `seq` as the IV (non-ESN, so the
 /// AAD comes from the header) and compares with `want` (ciphertext || ICV).
 fn seal_matches(k: &dyn EspKey, header: &str, iv: &str, plain: &[u8], want: &[u8]) {
@@ -521,11 +529,7 @@ fn packet_the_library_refuses_fails_alone() {
             let mut bufs = vec![good.clone(), good.clone(), good];
             bufs.insert(1, vec![0u8; 8 + suite.iv_len() + suite.icv_len()]);
             let seqs = [1u64, 2, 3, 4];
-            let mut ops: Vec<EspOp<'_>> = bufs
-                .iter_mut()
-                .zip(seqs)
-                .map(|(esp, seq)| EspOp { esp, seq })
-                .collect();
+            let mut ops = burst_ops(&mut bufs, &seqs);
             k.seal_burst(&mut ops);
             drop(ops);
             for (i, (b, seq)) in bufs.iter_mut().zip(seqs).enumerate() {
@@ -568,11 +572,7 @@ fn packet_over_the_library_length_limit_is_refused_or_right() {
             let seqs = [1u64, 2, 3];
             // Sealing.
             let mut bufs = [good.clone(), long.clone(), good.clone()];
-            let mut ops: Vec<EspOp<'_>> = bufs
-                .iter_mut()
-                .zip(seqs)
-                .map(|(esp, seq)| EspOp { esp, seq })
-                .collect();
+            let mut ops = burst_ops(&mut bufs, &seqs);
             k.seal_burst(&mut ops);
             drop(ops);
             for i in [0, 2] {
@@ -592,11 +592,7 @@ fn packet_over_the_library_length_limit_is_refused_or_right() {
             // Opening.
             let mut bufs = [bufs[0].clone(), sealed_by_portable.clone(), bufs[2].clone()];
             let mut ok = [false; 3];
-            let mut ops: Vec<EspOp<'_>> = bufs
-                .iter_mut()
-                .zip(seqs)
-                .map(|(esp, seq)| EspOp { esp, seq })
-                .collect();
+            let mut ops = burst_ops(&mut bufs, &seqs);
             k.open_burst(&mut ops, &mut ok);
             drop(ops);
             assert!(ok[0] && ok[2], "{suite} {name}: a good packet did not open");
@@ -645,11 +641,7 @@ fn authentic_packet_the_library_refuses_to_decrypt_fails_alone() {
                 }
             }
             let mut ok = [false; 4];
-            let mut ops: Vec<EspOp<'_>> = bufs
-                .iter_mut()
-                .zip(seqs)
-                .map(|(esp, seq)| EspOp { esp, seq })
-                .collect();
+            let mut ops = burst_ops(&mut bufs, &seqs);
             k.open_burst(&mut ops, &mut ok);
             drop(ops);
             let start = 8 + suite.iv_len();

@@ -41,6 +41,15 @@ fn seal(k: &dyn EspKey, esp: &mut [u8], seq: u64) {
     k.seal_burst(&mut [EspOp { esp, seq }]);
 }
 
+/// The portable back-end's key among `keys`' (aws-lc-rs, there on every build).
+fn portable_of(keys: &[(String, Arc<dyn EspKey>)]) -> &Arc<dyn EspKey> {
+    &keys
+        .iter()
+        .find(|(name, _)| name.starts_with("aws-lc"))
+        .expect("the portable back-end")
+        .1
+}
+
 /// One op per buffer, numbered by `seqs`: a burst for `seal_burst` or `open_burst`.
 fn burst_ops<'a>(bufs: &'a mut [Vec<u8>], seqs: &[u64]) -> Vec<EspOp<'a>> {
     bufs.iter_mut()
@@ -558,11 +567,7 @@ fn packet_over_the_library_length_limit_is_refused_or_right() {
         }
         let (e, a) = material(suite);
         let all = keys(suite, &e, &a, false);
-        let portable = &all
-            .iter()
-            .find(|(name, _)| name.starts_with("aws-lc"))
-            .expect("the portable back-end")
-            .1;
+        let portable = portable_of(&all);
         let (long, long_text) = layout(suite, 66_000);
         let body = 8 + suite.iv_len();
         let mut sealed_by_portable = long.clone();
@@ -622,11 +627,7 @@ fn authentic_packet_the_library_refuses_to_decrypt_fails_alone() {
         let (e, a) = material(suite);
         let all = keys(suite, &e, &a, false);
         // The portable transform seals an empty text (the library refuses to).
-        let portable = &all
-            .iter()
-            .find(|(name, _)| name.starts_with("aws-lc"))
-            .expect("the portable back-end")
-            .1;
+        let portable = portable_of(&all);
         let mut empty = vec![0u8; 8 + suite.iv_len() + suite.icv_len()];
         empty[..4].copy_from_slice(&0x1234_5678u32.to_be_bytes());
         seal(&**portable, &mut empty, 2);

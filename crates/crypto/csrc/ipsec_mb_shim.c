@@ -230,8 +230,8 @@ static void finish(IMB_JOB *job)
  * of an AES-XCBC-MAC packet of 64 bytes through the whole pipeline). Each test here is the
  * library's or stricter (every length at most MB_MAX_LEN16, the largest the library's
  * lanes count in 16 bits; only the tag lengths the library accepts for IPsec or FIPS). A
- * mode this function does not know (ChaCha20-Poly1305, AES-GMAC, ...) answers 0, and its
- * burst keeps the library's own checks.
+ * mode this function does not know (AES-GMAC's job, which the shim fills for no SA: GMAC
+ * goes through the direct API below) answers 0, and its burst keeps the library's checks.
  */
 #define ESPGW_MAX_LEN16 ((1 << 16) - 2)
 
@@ -262,6 +262,12 @@ static int cipher_checks_pass(const IMB_JOB *j)
                (j->key_len_in_bytes == 16 || j->key_len_in_bytes == 32) &&
                j->iv_len_in_bytes >= 7 && j->iv_len_in_bytes <= 13 &&
                len <= ESPGW_MAX_LEN16 && j->hash_alg == IMB_AUTH_AES_CCM;
+    case IMB_CIPHER_CHACHA20_POLY1305:
+        /* RFC 7634: a 256-bit key and a 96-bit nonce (salt || IV). */
+        return (len == 0 || (j->src != NULL && j->dst != NULL)) && j->iv != NULL &&
+               j->enc_keys != NULL && j->key_len_in_bytes == 32 &&
+               j->iv_len_in_bytes == 12 && len <= ESPGW_MAX_LEN16 &&
+               j->hash_alg == IMB_AUTH_CHACHA20_POLY1305;
     default:
         return 0;
     }
@@ -311,6 +317,14 @@ static int hash_checks_pass(const IMB_JOB *j)
                j->u.CCM.aad_len_in_bytes <= 46 &&
                (j->u.CCM.aad_len_in_bytes == 0 || j->u.CCM.aad != NULL) && tag >= 4 &&
                tag <= 16 && (tag & 1) == 0;
+    case IMB_AUTH_CHACHA20_POLY1305:
+        /* The whole 16-byte Poly1305 tag (RFC 7634 §2), the AAD present when it has a
+         * length. */
+        return (len == 0 || (j->src != NULL && j->dst != NULL)) &&
+               j->cipher_mode == IMB_CIPHER_CHACHA20_POLY1305 && len <= ESPGW_MAX_LEN16 &&
+               (j->u.CHACHA20_POLY1305.aad_len_in_bytes == 0 ||
+                j->u.CHACHA20_POLY1305.aad != NULL) &&
+               j->auth_tag_output != NULL && tag == 16;
     default:
         return 0;
     }

@@ -254,6 +254,36 @@ pub struct Outcome {
     pub tx: TxReport,
     pub rx: RxReport,
     pub directions: usize,
+    /// Frames the kernel dropped in the trial where the tester sees it drop them: at the
+    /// tester's own receive rings, and in the host's input backlogs. Loss the DUT did not
+    /// cause (or not alone), which a trial's loss may include.
+    pub kernel_drops: KernelDrops,
+}
+
+/// The kernel's own drop counts over one trial.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelDrops {
+    /// Frames the tester's receive rings had no room for (`PACKET_STATISTICS` drops,
+    /// AF_XDP's full ring or empty fill ring): the tester did not keep up.
+    pub tester_overrun: u64,
+    /// Frames dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`,
+    /// second column, all CPUs; host-wide: a veth's frames wait there for the peer).
+    pub backlog: u64,
+}
+
+/// The host's input-backlog drops so far, summed over CPUs (the second column of
+/// `/proc/net/softnet_stat`, hexadecimal); 0 where the file cannot be read.
+fn backlog_drops() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .map(|t| parse_backlog_drops(&t))
+        .unwrap_or(0)
+}
+
+fn parse_backlog_drops(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|c| u64::from_str_radix(c, 16).ok())
+        .sum()
 }
 
 impl Outcome {
@@ -336,6 +366,7 @@ impl Bench {
         self.settle();
         self.trial_no = self.trial_no.wrapping_add(1);
         let t = self.trial_no;
+        let backlog_at_start = backlog_drops();
         let start_at = Instant::now() + Duration::from_millis(5);
         let plan = |stream: u8, (tpl, pat): &Frames| TxPlan {
             trial: t,
@@ -363,7 +394,13 @@ impl Bench {
         }
         std::thread::sleep(self.drain);
         let mut rx: Option<RxReport> = None;
-        for (_, r) in self.b.collect()?.into_iter().chain(self.a.collect()?) {
+        let (at_b, overrun_b) = self.b.collect()?;
+        let (at_a, overrun_a) = self.a.collect()?;
+        let kernel_drops = KernelDrops {
+            tester_overrun: overrun_a + overrun_b,
+            backlog: backlog_drops().saturating_sub(backlog_at_start),
+        };
+        for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {
                 None => rx = Some(r),
                 Some(acc) => acc.absorb(&r),
@@ -374,6 +411,7 @@ impl Bench {
             tx,
             rx: rx.ok_or("no receiver report")?,
             directions: if self.bidirectional { 2 } else { 1 },
+            kernel_drops,
         })
     }
 }
@@ -666,5 +704,17 @@ mod tests {
         let share = small as f64 / pattern.len() as f64;
         assert!((0.55..0.65).contains(&share), "90/92-byte share {share}");
         assert!(templates(Size::Frame(64), L4::Icmp, &ready, ips, false, 0, 2).is_err());
+    }
+
+    /// Two CPUs' lines as a 6.1 kernel writes them: the second column is the drops.
+    #[test]
+    fn backlog_drops_add_up_the_second_column_of_every_cpu() {
+        let text = "0013e1e4 0000000a 00000a78 00000000 00000000 00000000 00000000 00000000 \
+                    00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\
+                    0015265c 00000107 00000a41 00000000 00000000 00000000 00000000 00000000 \
+                    00000000 00000000 00000000 00000000 00000001 00000000 00000001\n";
+        assert_eq!(parse_backlog_drops(text), 10 + 263);
+        assert_eq!(parse_backlog_drops(""), 0);
+        assert_eq!(parse_backlog_drops("zz yy\n"), 0);
     }
 }

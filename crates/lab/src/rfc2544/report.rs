@@ -302,6 +302,13 @@ pub struct TrialRecord {
     pub fragments: u64,
     /// Frames the tester's own port refused (its ring was full); not sent, not loss.
     pub refused: u64,
+    /// Frames the kernel dropped in the trial at the tester's own receive rings (the
+    /// tester did not keep up): counted in `lost`, but the tester's loss, not the DUT's.
+    pub tester_overrun: u64,
+    /// Frames the kernel dropped in the trial for a full input backlog, host-wide (a
+    /// veth's frames wait there for the peer's side). A trial with either count measured
+    /// the machine as well as the DUT.
+    pub backlog_drops: u64,
     /// Back-to-back: the burst length tried.
     pub burst: Option<u64>,
     pub latency: LatencySummary,
@@ -342,6 +349,8 @@ impl TrialRecord {
             stale: o.rx.stale,
             fragments: o.rx.fragments,
             refused: o.tx.refused,
+            tester_overrun: o.kernel_drops.tester_overrun,
+            backlog_drops: o.kernel_drops.backlog,
             burst,
             latency: LatencySummary::of(&o.rx.latency),
         }
@@ -717,8 +726,17 @@ impl Progress {
     }
     pub fn trial(&mut self, o: &Outcome) {
         self.trials += 1;
+        let k = o.kernel_drops;
+        let kernel = if k.tester_overrun + k.backlog > 0 {
+            format!(
+                " (kernel drops: tester's rings {}, input backlog {})",
+                k.tester_overrun, k.backlog
+            )
+        } else {
+            String::new()
+        };
         let line = format!(
-            "trial {}: offered {:.0} pps, loss {:.3}%",
+            "trial {}: offered {:.0} pps, loss {:.3}%{kernel}",
             self.trials,
             o.offered_pps(),
             100.0 * o.loss_ratio()
@@ -832,6 +850,8 @@ mod tests {
             stale: 0,
             fragments,
             refused: 0,
+            tester_overrun: 0,
+            backlog_drops: 0,
             burst: None,
             latency: LatencySummary::of(&Histogram::new(3).unwrap()),
         }

@@ -193,7 +193,15 @@ enum Reply {
     Opened(&'static str),
     Ready(Result<PortReady, String>),
     TxDone(TxReport),
-    Collected(Vec<(u8, RxReport)>),
+    Collected(Collected),
+}
+
+/// What one lane counted in a trial.
+struct Collected {
+    reports: Vec<(u8, RxReport)>,
+    /// Frames the kernel dropped at the lane's own receive ring in the trial, for want of
+    /// room (the port's `rx_ring_full` growth): the tester's loss, not the DUT's.
+    overrun: u64,
 }
 
 /// One lane's thread and its command and reply channels.
@@ -381,12 +389,14 @@ impl TesterPort {
         Ok(total)
     }
 
-    /// Stops counting; every lane's reports, added up per stream.
-    pub fn collect(&self) -> Result<Vec<(u8, RxReport)>, String> {
+    /// Stops counting; every lane's reports, added up per stream, and the frames the
+    /// port's receive rings overran by in the trial (the kernel's count).
+    pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, u64), String> {
         for lane in &self.lanes {
             let _ = lane.cmd.send(Cmd::Collect);
         }
         let mut total: Vec<(u8, RxReport)> = Vec::new();
+        let mut overrun = 0;
         for lane in &self.lanes {
             let got = loop {
                 match lane.reply.recv() {
@@ -395,14 +405,15 @@ impl TesterPort {
                     Err(_) => return Err("tester port thread ended".into()),
                 }
             };
-            for (stream, r) in got {
+            overrun += got.overrun;
+            for (stream, r) in got.reports {
                 match total.iter_mut().find(|(s, _)| *s == stream) {
                     Some((_, acc)) => acc.absorb(&r),
                     None => total.push((stream, r)),
                 }
             }
         }
-        Ok(total)
+        Ok((total, overrun))
     }
 }
 
@@ -540,6 +551,8 @@ struct PortIo {
 struct TrialState {
     counting: Option<Counting>,
     sending: Option<Sending>,
+    /// The port's `rx_ring_full` when the trial began.
+    ring_full_at_start: u64,
 }
 
 impl PortIo {
@@ -661,11 +674,12 @@ impl PortIo {
 fn start_trial(
     state: &mut TrialState,
     lane: &Lane,
-    counters: Arc<TrialCounters>,
+    (counters, ring_full): (Arc<TrialCounters>, u64),
     tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
     state.counting = Some(Counting::new(counters));
+    state.ring_full_at_start = ring_full;
     state.sending = tx.map(|plan| Sending {
         plan,
         lane: lane.index as u64,
@@ -679,22 +693,31 @@ fn start_trial(
     }
 }
 
-/// Handles the commands waiting; false once the thread should end.
+/// Handles the commands waiting; false once the thread should end. `port` is read for
+/// its receive ring's overruns when a trial begins and when it is collected.
 fn handle_commands(
     cmds: &Receiver<Cmd>,
     lane: &Lane,
     state: &mut TrialState,
     replies: &Sender<Reply>,
+    port: &mut dyn Port,
 ) -> bool {
     match cmds.try_recv() {
-        Ok(Cmd::Trial { counters, tx }) => start_trial(state, lane, counters, tx, replies),
+        Ok(Cmd::Trial { counters, tx }) => {
+            let ring_full = port.stats().rx_ring_full;
+            start_trial(state, lane, (counters, ring_full), tx, replies)
+        }
         Ok(Cmd::Collect) => {
-            let got = state
+            let reports = state
                 .counting
                 .take()
                 .map(Counting::into_reports)
                 .unwrap_or_default();
-            let _ = replies.send(Reply::Collected(got));
+            let overrun = port
+                .stats()
+                .rx_ring_full
+                .saturating_sub(state.ring_full_at_start);
+            let _ = replies.send(Reply::Collected(Collected { reports, overrun }));
         }
         Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return false,
         Err(std::sync::mpsc::TryRecvError::Empty) => {}
@@ -743,7 +766,7 @@ fn lane_thread(
         }
     };
     let mut state = TrialState::default();
-    while handle_commands(&cmds, &lane, &mut state, &replies) {
+    while handle_commands(&cmds, &lane, &mut state, &replies, &mut *tp.port) {
         let mut busy = false;
         if let Some(s) = &mut state.sending {
             busy = true;

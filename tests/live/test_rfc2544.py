@@ -202,13 +202,16 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
 
 def test_the_testers_own_ring_overruns_are_counted(tmp_path):
     # The tester's smallest rings (256 frames) against the stand-in at up to 30,000 frames a
-    # second: the tester's receive ring overruns (two runs here: 8,905 and 11,845 frames at
-    # 30,000 pps, 0-732 below 10,500 pps; at 20,000 pps one run in seven had none at
-    # all), and the kernel's count of it, read from
-    # the tester's own sockets, accounts for every frame lost beyond the stand-in's one in
-    # a hundred: lost = the stand-in's drops + the overruns, give or take what the machine
-    # lost elsewhere (the one-in-2,000 allowance of the test above, and the host's input
-    # backlog drops, recorded too).
+    # second. The kernel's count of the tester's receive-ring overruns, read from its own
+    # sockets, must account for every frame lost beyond the stand-in's one in a hundred:
+    # lost = the stand-in's drops + the overruns, give or take what the machine lost
+    # elsewhere (the one-in-2,000 allowance of the test above, and the host's input backlog
+    # drops, recorded too); a frame counted as overrun that was received, or lost and not
+    # counted, fails it. Whether the ring overruns at all is up to the scheduler: it did in
+    # 11 of 12 runs by hand (8,905 and 11,845 frames at 30,000 pps in two of them, 0-732
+    # below 10,500 pps), not in one CI run. Stalling the receiving thread on purpose (a
+    # real-time spinner on its CPU) made the kernel lose frames where the tester cannot
+    # see it (238-593 in a trial, not overruns), so the test does not force it.
     out = tmp_path / "overrun"
     doc, _ = bench(out, "--dut", "standin", "--no-ceiling", "--quick", "--sizes", "64",
                    "--tests", "loss", "--max-rate", "30000", "--drop-every", "100",
@@ -219,7 +222,6 @@ def test_the_testers_own_ring_overruns_are_counted(tmp_path):
         dropped, _, _ = expected_faults(t["sent"], 100, 50, 70)
         unexplained = t["lost"] - dropped - t["tester_overrun"]
         assert 0 <= unexplained <= max(2, t["sent"] // 2000) + t["backlog_drops"], t
-    assert sum(t["tester_overrun"] for t in trials) > 0, trials
 
 
 @contextlib.contextmanager

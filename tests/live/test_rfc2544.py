@@ -175,7 +175,7 @@ def test_standin_faults_are_counted_exactly(tmp_path, flows, threads):
         # trials exact. Each frame lost so can take at most one reordering with it.
         extra_lost = t["lost"] - lost
         missed_dups = dups - t["duplicates"]
-        kernel = t["tester_overrun"] + t["backlog_drops"]
+        kernel = max(t["tester_overrun"], t["tester_interface_drops"]) + t["backlog_drops"]
         assert extra_lost >= 0 and missed_dups >= 0, t
         assert extra_lost + missed_dups <= max(2, t["sent"] // 2000) + kernel, t
         assert reordered - 2 - kernel <= t["reordered"] <= reordered, t
@@ -210,18 +210,25 @@ def test_the_testers_own_ring_overruns_are_counted(tmp_path):
     # counted, fails it. Whether the ring overruns at all is up to the scheduler: it did in
     # 11 of 12 runs by hand (8,905 and 11,845 frames at 30,000 pps in two of them, 0-732
     # below 10,500 pps), not in one CI run. Stalling the receiving thread on purpose (a
-    # real-time spinner on its CPU) made the kernel lose frames where the tester cannot
-    # see it (238-593 in a trial, not overruns), so the test does not force it.
+    # real-time spinner on its CPU) made frames go missing where the tester cannot see it
+    # (19-633 in one trial of 19 in a third of the runs; its interface's drops matched the
+    # overruns exactly even then), so the test does not force it.
     out = tmp_path / "overrun"
     doc, _ = bench(out, "--dut", "standin", "--no-ceiling", "--quick", "--sizes", "64",
                    "--tests", "loss", "--max-rate", "30000", "--drop-every", "100",
                    "--tester-ring-frames", "256")
     trials = doc["trials"]
     assert len(trials) >= 5, len(trials)
+    io = summary(doc, "standin", "64")["io"]
     for t in trials:
         dropped, _, _ = expected_faults(t["sent"], 100, 50, 70)
         unexplained = t["lost"] - dropped - t["tester_overrun"]
         assert 0 <= unexplained <= max(2, t["sent"] // 2000) + t["backlog_drops"], t
+        # On a veth, a frame XDP cannot hand to a full socket is the interface's drop too:
+        # two counts read apart (the socket's statistics, /proc/net/dev) that must agree.
+        # (AF_PACKET, where AF_XDP is missing, drops in the socket alone.)
+        if io == "af_xdp":
+            assert t["tester_interface_drops"] >= t["tester_overrun"], t
 
 
 @contextlib.contextmanager

@@ -269,6 +269,10 @@ pub struct KernelDrops {
     /// Frames dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`,
     /// second column, all CPUs; host-wide: a veth's frames wait there for the peer).
     pub backlog: u64,
+    /// Frames the tester's interfaces dropped on receive (their `rx_dropped`): on a veth
+    /// this includes the frames its XDP program could not hand to a full AF_XDP socket
+    /// (so it overlaps `tester_overrun`) and those dropped before it.
+    pub interface: u64,
 }
 
 /// The host's input-backlog drops so far, summed over CPUs (the second column of
@@ -394,11 +398,12 @@ impl Bench {
         }
         std::thread::sleep(self.drain);
         let mut rx: Option<RxReport> = None;
-        let (at_b, overrun_b) = self.b.collect()?;
-        let (at_a, overrun_a) = self.a.collect()?;
+        let (at_b, (overrun_b, if_b)) = self.b.collect()?;
+        let (at_a, (overrun_a, if_a)) = self.a.collect()?;
         let kernel_drops = KernelDrops {
             tester_overrun: overrun_a + overrun_b,
             backlog: backlog_drops().saturating_sub(backlog_at_start),
+            interface: if_a + if_b,
         };
         for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {

@@ -309,6 +309,9 @@ pub struct TrialRecord {
     /// veth's frames wait there for the peer's side). A trial with either count measured
     /// the machine as well as the DUT.
     pub backlog_drops: u64,
+    /// Frames the tester's interfaces dropped on receive in the trial (their `rx_dropped`;
+    /// on a veth it includes `tester_overrun`'s frames, handed to a full socket).
+    pub tester_interface_drops: u64,
     /// Back-to-back: the burst length tried.
     pub burst: Option<u64>,
     pub latency: LatencySummary,
@@ -351,6 +354,7 @@ impl TrialRecord {
             refused: o.tx.refused,
             tester_overrun: o.kernel_drops.tester_overrun,
             backlog_drops: o.kernel_drops.backlog,
+            tester_interface_drops: o.kernel_drops.interface,
             burst,
             latency: LatencySummary::of(&o.rx.latency),
         }
@@ -727,10 +731,10 @@ impl Progress {
     pub fn trial(&mut self, o: &Outcome) {
         self.trials += 1;
         let k = o.kernel_drops;
-        let kernel = if k.tester_overrun + k.backlog > 0 {
+        let kernel = if k.tester_overrun + k.backlog + k.interface > 0 {
             format!(
-                " (kernel drops: tester's rings {}, input backlog {})",
-                k.tester_overrun, k.backlog
+                " (kernel drops: tester's rings {}, its interfaces {}, input backlog {})",
+                k.tester_overrun, k.interface, k.backlog
             )
         } else {
             String::new()
@@ -852,6 +856,7 @@ mod tests {
             refused: 0,
             tester_overrun: 0,
             backlog_drops: 0,
+            tester_interface_drops: 0,
             burst: None,
             latency: LatencySummary::of(&Histogram::new(3).unwrap()),
         }

@@ -199,9 +199,56 @@ enum Reply {
 /// What one lane counted in a trial.
 struct Collected {
     reports: Vec<(u8, RxReport)>,
-    /// Frames the kernel dropped at the lane's own receive ring in the trial, for want of
-    /// room (the port's `rx_ring_full` growth): the tester's loss, not the DUT's.
-    overrun: u64,
+    /// The growth of the kernel's counts over the trial.
+    kernel: KernelCounts,
+}
+
+/// The kernel's drop counts at a lane's receiving end, cumulative.
+#[derive(Clone, Copy, Default)]
+struct KernelCounts {
+    /// Frames its receive ring had no room for (the port's `rx_ring_full`).
+    ring_full: u64,
+    /// Lane 0 only (the interface is the port's, shared by its lanes): frames the
+    /// interface dropped on receive (`/proc/thread-self/net/dev`, the lane's namespace),
+    /// which also counts drops the socket's own counters miss.
+    if_dropped: u64,
+}
+
+impl KernelCounts {
+    fn read(port: &mut dyn Port, lane: &Lane, ifname: &str) -> KernelCounts {
+        KernelCounts {
+            ring_full: port.stats().rx_ring_full,
+            if_dropped: if lane.index == 0 {
+                interface_rx_dropped(ifname)
+            } else {
+                0
+            },
+        }
+    }
+
+    fn since(self, start: KernelCounts) -> KernelCounts {
+        KernelCounts {
+            ring_full: self.ring_full.saturating_sub(start.ring_full),
+            if_dropped: self.if_dropped.saturating_sub(start.if_dropped),
+        }
+    }
+}
+
+/// The receive drops of interface `ifname` in the calling thread's network namespace, or
+/// 0 where it cannot be read.
+fn interface_rx_dropped(ifname: &str) -> u64 {
+    std::fs::read_to_string("/proc/thread-self/net/dev")
+        .map(|t| parse_rx_dropped(&t, ifname))
+        .unwrap_or(0)
+}
+
+/// The fourth receive column ("drop") of `ifname`'s line of /proc/net/dev.
+fn parse_rx_dropped(text: &str, ifname: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.trim() == ifname)
+        .and_then(|(_, counts)| counts.split_whitespace().nth(3)?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// One lane's thread and its command and reply channels.
@@ -389,14 +436,15 @@ impl TesterPort {
         Ok(total)
     }
 
-    /// Stops counting; every lane's reports, added up per stream, and the frames the
-    /// port's receive rings overran by in the trial (the kernel's count).
-    pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, u64), String> {
+    /// Stops counting; every lane's reports, added up per stream, and what the kernel
+    /// dropped at the port in the trial: (frames its receive rings overran by, frames its
+    /// interface dropped on receive).
+    pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, (u64, u64)), String> {
         for lane in &self.lanes {
             let _ = lane.cmd.send(Cmd::Collect);
         }
         let mut total: Vec<(u8, RxReport)> = Vec::new();
-        let mut overrun = 0;
+        let (mut overrun, mut if_dropped) = (0, 0);
         for lane in &self.lanes {
             let got = loop {
                 match lane.reply.recv() {
@@ -405,7 +453,8 @@ impl TesterPort {
                     Err(_) => return Err("tester port thread ended".into()),
                 }
             };
-            overrun += got.overrun;
+            overrun += got.kernel.ring_full;
+            if_dropped += got.kernel.if_dropped;
             for (stream, r) in got.reports {
                 match total.iter_mut().find(|(s, _)| *s == stream) {
                     Some((_, acc)) => acc.absorb(&r),
@@ -413,7 +462,7 @@ impl TesterPort {
                 }
             }
         }
-        Ok((total, overrun))
+        Ok((total, (overrun, if_dropped)))
     }
 }
 
@@ -551,8 +600,8 @@ struct PortIo {
 struct TrialState {
     counting: Option<Counting>,
     sending: Option<Sending>,
-    /// The port's `rx_ring_full` when the trial began.
-    ring_full_at_start: u64,
+    /// The kernel's counts when the trial began.
+    kernel_at_start: KernelCounts,
 }
 
 impl PortIo {
@@ -674,12 +723,12 @@ impl PortIo {
 fn start_trial(
     state: &mut TrialState,
     lane: &Lane,
-    (counters, ring_full): (Arc<TrialCounters>, u64),
+    (counters, kernel): (Arc<TrialCounters>, KernelCounts),
     tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
     state.counting = Some(Counting::new(counters));
-    state.ring_full_at_start = ring_full;
+    state.kernel_at_start = kernel;
     state.sending = tx.map(|plan| Sending {
         plan,
         lane: lane.index as u64,
@@ -693,19 +742,19 @@ fn start_trial(
     }
 }
 
-/// Handles the commands waiting; false once the thread should end. `port` is read for
-/// its receive ring's overruns when a trial begins and when it is collected.
+/// Handles the commands waiting; false once the thread should end. `port` (on interface
+/// `ifname`) is read for the kernel's drops when a trial begins and when it is collected.
 fn handle_commands(
     cmds: &Receiver<Cmd>,
     lane: &Lane,
     state: &mut TrialState,
     replies: &Sender<Reply>,
-    port: &mut dyn Port,
+    (port, ifname): (&mut dyn Port, &str),
 ) -> bool {
     match cmds.try_recv() {
         Ok(Cmd::Trial { counters, tx }) => {
-            let ring_full = port.stats().rx_ring_full;
-            start_trial(state, lane, (counters, ring_full), tx, replies)
+            let kernel = KernelCounts::read(port, lane, ifname);
+            start_trial(state, lane, (counters, kernel), tx, replies)
         }
         Ok(Cmd::Collect) => {
             let reports = state
@@ -713,11 +762,8 @@ fn handle_commands(
                 .take()
                 .map(Counting::into_reports)
                 .unwrap_or_default();
-            let overrun = port
-                .stats()
-                .rx_ring_full
-                .saturating_sub(state.ring_full_at_start);
-            let _ = replies.send(Reply::Collected(Collected { reports, overrun }));
+            let kernel = KernelCounts::read(port, lane, ifname).since(state.kernel_at_start);
+            let _ = replies.send(Reply::Collected(Collected { reports, kernel }));
         }
         Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return false,
         Err(std::sync::mpsc::TryRecvError::Empty) => {}
@@ -766,7 +812,13 @@ fn lane_thread(
         }
     };
     let mut state = TrialState::default();
-    while handle_commands(&cmds, &lane, &mut state, &replies, &mut *tp.port) {
+    while handle_commands(
+        &cmds,
+        &lane,
+        &mut state,
+        &replies,
+        (&mut *tp.port, &plan.ifname),
+    ) {
         let mut busy = false;
         if let Some(s) = &mut state.sending {
             busy = true;

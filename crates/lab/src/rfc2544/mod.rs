@@ -398,12 +398,12 @@ impl Bench {
         }
         std::thread::sleep(self.drain);
         let mut rx: Option<RxReport> = None;
-        let (at_b, (overrun_b, if_b)) = self.b.collect()?;
-        let (at_a, (overrun_a, if_a)) = self.a.collect()?;
+        let (at_b, drops_b) = self.b.collect()?;
+        let (at_a, drops_a) = self.a.collect()?;
         let kernel_drops = KernelDrops {
-            tester_overrun: overrun_a + overrun_b,
+            tester_overrun: drops_a.overrun + drops_b.overrun,
             backlog: backlog_drops().saturating_sub(backlog_at_start),
-            interface: if_a + if_b,
+            interface: drops_a.interface + drops_b.interface,
         };
         for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {

@@ -203,6 +203,15 @@ struct Collected {
     kernel: KernelCounts,
 }
 
+/// What the kernel dropped at a tester port in a trial.
+#[derive(Clone, Copy, Default)]
+pub struct PortDrops {
+    /// Frames its receive rings had no room for.
+    pub overrun: u64,
+    /// Frames its interface dropped on receive.
+    pub interface: u64,
+}
+
 /// The kernel's drop counts at a lane's receiving end, cumulative.
 #[derive(Clone, Copy, Default)]
 struct KernelCounts {
@@ -439,12 +448,12 @@ impl TesterPort {
     /// Stops counting; every lane's reports, added up per stream, and what the kernel
     /// dropped at the port in the trial: (frames its receive rings overran by, frames its
     /// interface dropped on receive).
-    pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, (u64, u64)), String> {
+    pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, PortDrops), String> {
         for lane in &self.lanes {
             let _ = lane.cmd.send(Cmd::Collect);
         }
         let mut total: Vec<(u8, RxReport)> = Vec::new();
-        let (mut overrun, mut if_dropped) = (0, 0);
+        let mut drops = PortDrops::default();
         for lane in &self.lanes {
             let got = loop {
                 match lane.reply.recv() {
@@ -453,8 +462,8 @@ impl TesterPort {
                     Err(_) => return Err("tester port thread ended".into()),
                 }
             };
-            overrun += got.kernel.ring_full;
-            if_dropped += got.kernel.if_dropped;
+            drops.overrun += got.kernel.ring_full;
+            drops.interface += got.kernel.if_dropped;
             for (stream, r) in got.reports {
                 match total.iter_mut().find(|(s, _)| *s == stream) {
                     Some((_, acc)) => acc.absorb(&r),
@@ -462,7 +471,7 @@ impl TesterPort {
                 }
             }
         }
-        Ok((total, (overrun, if_dropped)))
+        Ok((total, drops))
     }
 }
 

@@ -199,35 +199,27 @@ enum Reply {
 /// What one lane counted in a trial.
 struct Collected {
     reports: Vec<(u8, RxReport)>,
-    /// The growth of the kernel's counts over the trial.
-    kernel: KernelCounts,
+    /// What the kernel dropped at the lane over the trial.
+    kernel: PortDrops,
 }
 
-/// What the kernel dropped at a tester port in a trial.
+/// The kernel's drop counts at a tester port's receiving end: cumulative as a lane reads
+/// them, and their growth over a trial.
 #[derive(Clone, Copy, Default)]
 pub struct PortDrops {
-    /// Frames its receive rings had no room for.
+    /// Frames its receive rings had no room for (the port's `rx_ring_full`).
     pub overrun: u64,
-    /// Frames its interface dropped on receive.
+    /// Frames its interface dropped on receive (`/proc/thread-self/net/dev`, the lane's
+    /// namespace), which also counts drops the sockets' own counters miss. Read by lane 0
+    /// only: the interface is the port's, shared by its lanes.
     pub interface: u64,
 }
 
-/// The kernel's drop counts at a lane's receiving end, cumulative.
-#[derive(Clone, Copy, Default)]
-struct KernelCounts {
-    /// Frames its receive ring had no room for (the port's `rx_ring_full`).
-    ring_full: u64,
-    /// Lane 0 only (the interface is the port's, shared by its lanes): frames the
-    /// interface dropped on receive (`/proc/thread-self/net/dev`, the lane's namespace),
-    /// which also counts drops the socket's own counters miss.
-    if_dropped: u64,
-}
-
-impl KernelCounts {
-    fn read(port: &mut dyn Port, lane: &Lane, ifname: &str) -> KernelCounts {
-        KernelCounts {
-            ring_full: port.stats().rx_ring_full,
-            if_dropped: if lane.index == 0 {
+impl PortDrops {
+    fn read(port: &mut dyn Port, lane: &Lane, ifname: &str) -> PortDrops {
+        PortDrops {
+            overrun: port.stats().rx_ring_full,
+            interface: if lane.index == 0 {
                 interface_rx_dropped(ifname)
             } else {
                 0
@@ -235,11 +227,16 @@ impl KernelCounts {
         }
     }
 
-    fn since(self, start: KernelCounts) -> KernelCounts {
-        KernelCounts {
-            ring_full: self.ring_full.saturating_sub(start.ring_full),
-            if_dropped: self.if_dropped.saturating_sub(start.if_dropped),
+    fn since(self, start: PortDrops) -> PortDrops {
+        PortDrops {
+            overrun: self.overrun.saturating_sub(start.overrun),
+            interface: self.interface.saturating_sub(start.interface),
         }
+    }
+
+    fn add(&mut self, o: PortDrops) {
+        self.overrun += o.overrun;
+        self.interface += o.interface;
     }
 }
 
@@ -446,8 +443,7 @@ impl TesterPort {
     }
 
     /// Stops counting; every lane's reports, added up per stream, and what the kernel
-    /// dropped at the port in the trial: (frames its receive rings overran by, frames its
-    /// interface dropped on receive).
+    /// dropped at the port in the trial.
     pub fn collect(&self) -> Result<(Vec<(u8, RxReport)>, PortDrops), String> {
         for lane in &self.lanes {
             let _ = lane.cmd.send(Cmd::Collect);
@@ -462,8 +458,7 @@ impl TesterPort {
                     Err(_) => return Err("tester port thread ended".into()),
                 }
             };
-            drops.overrun += got.kernel.ring_full;
-            drops.interface += got.kernel.if_dropped;
+            drops.add(got.kernel);
             for (stream, r) in got.reports {
                 match total.iter_mut().find(|(s, _)| *s == stream) {
                     Some((_, acc)) => acc.absorb(&r),
@@ -610,7 +605,7 @@ struct TrialState {
     counting: Option<Counting>,
     sending: Option<Sending>,
     /// The kernel's counts when the trial began.
-    kernel_at_start: KernelCounts,
+    kernel_at_start: PortDrops,
 }
 
 impl PortIo {
@@ -732,7 +727,7 @@ impl PortIo {
 fn start_trial(
     state: &mut TrialState,
     lane: &Lane,
-    (counters, kernel): (Arc<TrialCounters>, KernelCounts),
+    (counters, kernel): (Arc<TrialCounters>, PortDrops),
     tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
@@ -762,7 +757,7 @@ fn handle_commands(
 ) -> bool {
     match cmds.try_recv() {
         Ok(Cmd::Trial { counters, tx }) => {
-            let kernel = KernelCounts::read(port, lane, ifname);
+            let kernel = PortDrops::read(port, lane, ifname);
             start_trial(state, lane, (counters, kernel), tx, replies)
         }
         Ok(Cmd::Collect) => {
@@ -771,7 +766,7 @@ fn handle_commands(
                 .take()
                 .map(Counting::into_reports)
                 .unwrap_or_default();
-            let kernel = KernelCounts::read(port, lane, ifname).since(state.kernel_at_start);
+            let kernel = PortDrops::read(port, lane, ifname).since(state.kernel_at_start);
             let _ = replies.send(Reply::Collected(Collected { reports, kernel }));
         }
         Ok(Cmd::Quit) | Err(std::sync::mpsc::TryRecvError::Disconnected) => return false,

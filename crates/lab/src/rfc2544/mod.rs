@@ -255,24 +255,21 @@ pub struct Outcome {
     pub rx: RxReport,
     pub directions: usize,
     /// Frames the kernel dropped in the trial where the tester sees it drop them: at the
-    /// tester's own receive rings, and in the host's input backlogs. Loss the DUT did not
-    /// cause (or not alone), which a trial's loss may include.
+    /// tester's own receive rings and interfaces, and in the host's input backlogs. Loss
+    /// the DUT did not cause (or not alone), which a trial's loss may include.
     pub kernel_drops: KernelDrops,
 }
 
 /// The kernel's own drop counts over one trial.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct KernelDrops {
-    /// Frames the tester's receive rings had no room for (`PACKET_STATISTICS` drops,
-    /// AF_XDP's full ring or empty fill ring): the tester did not keep up.
-    pub tester_overrun: u64,
+    /// At the tester's two ports: frames their receive rings had no room for (the tester
+    /// did not keep up), and frames their interfaces dropped on receive (on a veth, these
+    /// include the former: frames XDP could not hand to a full AF_XDP socket).
+    pub tester: traffic::PortDrops,
     /// Frames dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`,
     /// second column, all CPUs; host-wide: a veth's frames wait there for the peer).
     pub backlog: u64,
-    /// Frames the tester's interfaces dropped on receive (their `rx_dropped`): on a veth
-    /// this includes the frames its XDP program could not hand to a full AF_XDP socket
-    /// (so it overlaps `tester_overrun`) and those dropped before it.
-    pub interface: u64,
 }
 
 /// The host's input-backlog drops so far, summed over CPUs (the second column of
@@ -398,12 +395,12 @@ impl Bench {
         }
         std::thread::sleep(self.drain);
         let mut rx: Option<RxReport> = None;
-        let (at_b, drops_b) = self.b.collect()?;
+        let (at_b, mut tester) = self.b.collect()?;
         let (at_a, drops_a) = self.a.collect()?;
+        tester.add(drops_a);
         let kernel_drops = KernelDrops {
-            tester_overrun: drops_a.overrun + drops_b.overrun,
+            tester,
             backlog: backlog_drops().saturating_sub(backlog_at_start),
-            interface: drops_a.interface + drops_b.interface,
         };
         for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {

@@ -352,9 +352,9 @@ impl TrialRecord {
             stale: o.rx.stale,
             fragments: o.rx.fragments,
             refused: o.tx.refused,
-            tester_overrun: o.kernel_drops.tester_overrun,
+            tester_overrun: o.kernel_drops.tester.overrun,
             backlog_drops: o.kernel_drops.backlog,
-            tester_interface_drops: o.kernel_drops.interface,
+            tester_interface_drops: o.kernel_drops.tester.interface,
             burst,
             latency: LatencySummary::of(&o.rx.latency),
         }
@@ -731,10 +731,10 @@ impl Progress {
     pub fn trial(&mut self, o: &Outcome) {
         self.trials += 1;
         let k = o.kernel_drops;
-        let kernel = if k.tester_overrun + k.backlog + k.interface > 0 {
+        let kernel = if k.tester.overrun + k.tester.interface + k.backlog > 0 {
             format!(
                 " (kernel drops: tester's rings {}, its interfaces {}, input backlog {})",
-                k.tester_overrun, k.interface, k.backlog
+                k.tester.overrun, k.tester.interface, k.backlog
             )
         } else {
             String::new()

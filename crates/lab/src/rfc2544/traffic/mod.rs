@@ -234,7 +234,7 @@ impl PortDrops {
         }
     }
 
-    fn add(&mut self, o: PortDrops) {
+    pub fn add(&mut self, o: PortDrops) {
         self.overrun += o.overrun;
         self.interface += o.interface;
     }

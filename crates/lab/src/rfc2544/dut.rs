@@ -17,6 +17,7 @@ use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::standin::StandinLink;
 use super::traffic::PortPlan;
 use super::Rfc2544Args;
 use crate::testbed;
@@ -57,6 +58,16 @@ pub struct StandinOptions {
     /// Stand-in DUT: send every Kth test frame (sequence K-1, ...) twice.
     #[arg(long, default_value_t = 0)]
     pub duplicate_every: u64,
+    /// Stand-in DUT: stop relaying for `--stall-ms` after every Lth test frame (sequence
+    /// L-1, ...), so that its receive ring fills and the kernel drops what does not fit.
+    #[arg(long, default_value_t = 0)]
+    pub stall_every: u64,
+    /// Stand-in DUT: how long each stall of `--stall-every` lasts, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub stall_ms: u64,
+    /// Stand-in DUT: frames in each of its receive and transmit rings.
+    #[arg(long, default_value_t = 4096)]
+    pub standin_ring_frames: usize,
 }
 
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -95,6 +106,9 @@ pub struct Dut {
     pub v6: Option<(IpAddr, IpAddr)>,
     namespaces: Vec<String>,
     helper: Option<std::process::Child>,
+    /// The stand-in relay's line, to ask for its own drops (other DUTs do not count theirs
+    /// where the tester can read them).
+    pub standin: Option<std::sync::Arc<super::standin::StandinLink>>,
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -244,6 +258,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
         v6,
         namespaces,
         helper,
+        standin: None,
     };
     match kind {
         DutKind::Ceiling => {
@@ -268,14 +283,18 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 .args(["--drop-every", &o.drop_every.to_string()])
                 .args(["--reorder-every", &o.reorder_every.to_string()])
                 .args(["--duplicate-every", &o.duplicate_every.to_string()])
-                .stdin(Stdio::null())
+                .args(["--stall-every", &o.stall_every.to_string()])
+                .args(["--stall-ms", &o.stall_ms.to_string()])
+                .args(["--standin-ring-frames", &o.standin_ring_frames.to_string()])
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("stand-in: {e}"))?;
             let (pa, pb) = direct_pair(a, t);
             let mut d = mk(pa, pb, vec![t.into(), s.into()], Some(child));
             // The relay says "ready" once its ports are open.
-            wait_ready(d.helper.as_mut().expect("just set"))?;
+            let link = StandinLink::attach(d.helper.as_mut().expect("just set"))?;
+            d.standin = Some(std::sync::Arc::new(link));
             Ok(d)
         }
         DutKind::Espgw | DutKind::Kernel | DutKind::Strongswan => {
@@ -355,22 +374,6 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
             }
             Ok(d)
         }
-    }
-}
-
-fn wait_ready(child: &mut std::process::Child) -> Result<(), String> {
-    use std::io::BufRead;
-    let out = child.stdout.take().ok_or("stand-in has no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(out).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(l) if l.starts_with("ready") => Ok(()),
-        Ok(l) => Err(format!("stand-in did not start: {}", l.trim())),
-        Err(_) => Err("stand-in did not start within 10 s".into()),
     }
 }
 

@@ -270,6 +270,10 @@ pub struct KernelDrops {
     /// Frames dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`,
     /// second column, all CPUs; host-wide: a veth's frames wait there for the peer).
     pub backlog: u64,
+    /// Frames the DUT lost besides what it means to drop, where it reports them (the
+    /// stand-in: its rings full, its sends refused, its interfaces' drops); None for DUTs
+    /// that do not.
+    pub dut: Option<u64>,
 }
 
 /// The host's input-backlog drops so far, summed over CPUs (the second column of
@@ -338,9 +342,16 @@ struct Bench {
     trial_no: u8,
     drain: Duration,
     epoch: Instant,
+    /// The stand-in relay, asked for its own drops around each trial.
+    standin: Option<Arc<standin::StandinLink>>,
 }
 
 impl Bench {
+    /// The DUT's own count of frames it lost, where it reports one.
+    fn dut_drops(&self) -> Result<Option<u64>, String> {
+        self.standin.as_ref().map(|l| l.drops()).transpose()
+    }
+
     /// Waits until no test frame has arrived for [`QUIET`]: a DUT with deep queues
     /// (strongSwan's libipsec holds many seconds of an overload) still delivers frames
     /// of the last trial, which would steal capacity from the next one.
@@ -368,6 +379,16 @@ impl Bench {
         self.trial_no = self.trial_no.wrapping_add(1);
         let t = self.trial_no;
         let backlog_at_start = backlog_drops();
+        let dut_at_start = self.dut_drops()?;
+        // B counts stream 0 (A to B); A counts stream 1 (B to A) when both ways. Both
+        // count (from the kernel's drop counts read now) before either sends.
+        self.b.begin(t, vec![(0u8, count)], self.flows)?;
+        let expect_back = if self.bidirectional {
+            vec![(1u8, count)]
+        } else {
+            vec![]
+        };
+        self.a.begin(t, expect_back, self.flows)?;
         let start_at = Instant::now() + Duration::from_millis(5);
         let plan = |stream: u8, (tpl, pat): &Frames| TxPlan {
             trial: t,
@@ -379,16 +400,10 @@ impl Bench {
             pattern: pat.clone(),
             start_at,
         };
-        // B counts stream 0 (A to B); A counts stream 1 (B to A) when both ways.
-        let back = self.bidirectional.then(|| plan(1, &self.ba));
-        self.b.begin(t, vec![(0u8, count)], self.flows, back);
-        let expect_back = if self.bidirectional {
-            vec![(1u8, count)]
-        } else {
-            vec![]
-        };
-        self.a
-            .begin(t, expect_back, self.flows, Some(plan(0, &self.ab)));
+        if self.bidirectional {
+            self.b.send(plan(1, &self.ba));
+        }
+        self.a.send(plan(0, &self.ab));
         let mut tx = self.a.wait_tx()?;
         if self.bidirectional {
             tx.absorb(&self.b.wait_tx()?);
@@ -401,6 +416,10 @@ impl Bench {
         let kernel_drops = KernelDrops {
             tester,
             backlog: backlog_drops().saturating_sub(backlog_at_start),
+            dut: self
+                .dut_drops()?
+                .zip(dut_at_start)
+                .map(|(end, start)| end.saturating_sub(start)),
         };
         for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {

@@ -312,6 +312,10 @@ pub struct TrialRecord {
     /// Frames the tester's interfaces dropped on receive in the trial (their `rx_dropped`;
     /// on a veth it includes `tester_overrun`'s frames, handed to a full socket).
     pub tester_interface_drops: u64,
+    /// Frames the DUT lost in the trial besides those it drops on purpose, where it counts
+    /// them (the stand-in: its receive rings full, its sends refused, its interfaces'
+    /// drops); null for other DUTs.
+    pub dut_drops: Option<u64>,
     /// Back-to-back: the burst length tried.
     pub burst: Option<u64>,
     pub latency: LatencySummary,
@@ -355,6 +359,7 @@ impl TrialRecord {
             tester_overrun: o.kernel_drops.tester.overrun,
             backlog_drops: o.kernel_drops.backlog,
             tester_interface_drops: o.kernel_drops.tester.interface,
+            dut_drops: o.kernel_drops.dut,
             burst,
             latency: LatencySummary::of(&o.rx.latency),
         }
@@ -731,9 +736,14 @@ impl Progress {
     pub fn trial(&mut self, o: &Outcome) {
         self.trials += 1;
         let k = o.kernel_drops;
-        let kernel = if k.tester.overrun + k.tester.interface + k.backlog > 0 {
+        let dut = k.dut.unwrap_or(0);
+        let kernel = if k.tester.overrun + k.tester.interface + k.backlog + dut > 0 {
+            let dut = k
+                .dut
+                .map(|d| format!(", the DUT's own {d}"))
+                .unwrap_or_default();
             format!(
-                " (kernel drops: tester's rings {}, its interfaces {}, input backlog {})",
+                " (kernel drops: tester's rings {}, its interfaces {}, input backlog {}{dut})",
                 k.tester.overrun, k.tester.interface, k.backlog
             )
         } else {
@@ -857,6 +867,7 @@ mod tests {
             tester_overrun: 0,
             backlog_drops: 0,
             tester_interface_drops: 0,
+            dut_drops: None,
             burst: None,
             latency: LatencySummary::of(&Histogram::new(3).unwrap()),
         }

@@ -52,6 +52,7 @@ pub(super) fn run_tests(
         trial_no: 0,
         drain: p.drain,
         epoch,
+        standin: d.standin.clone(),
     };
     let dut_name = d.name.clone();
     let io = bench.a.ready.kind;

@@ -178,11 +178,10 @@ impl RxReport {
 }
 
 enum Cmd {
-    /// Start counting a trial (into the port's shared counters), and send `tx` if given.
-    Trial {
-        counters: Arc<TrialCounters>,
-        tx: Option<TxPlan>,
-    },
+    /// Start counting a trial (into the port's shared counters); answered by `Counting`.
+    Count(Arc<TrialCounters>),
+    /// Send the lane's share of a trial's frames; answered by `TxDone`.
+    Send(TxPlan),
     /// Stop counting and report.
     Collect,
     Quit,
@@ -192,6 +191,8 @@ enum Reply {
     /// Lane 0 opened the port on this I/O and now resolves the next hops.
     Opened(&'static str),
     Ready(Result<PortReady, String>),
+    /// The lane counts the trial, from the kernel's drop counts it has just read.
+    Counting,
     TxDone(TxReport),
     Collected(Collected),
 }
@@ -243,18 +244,42 @@ impl PortDrops {
 /// The receive drops of interface `ifname` in the calling thread's network namespace, or
 /// 0 where it cannot be read.
 fn interface_rx_dropped(ifname: &str) -> u64 {
-    std::fs::read_to_string("/proc/thread-self/net/dev")
-        .map(|t| parse_rx_dropped(&t, ifname))
-        .unwrap_or(0)
+    interface_dropped(ifname).rx
 }
 
-/// The fourth receive column ("drop") of `ifname`'s line of /proc/net/dev.
-fn parse_rx_dropped(text: &str, ifname: &str) -> u64 {
-    text.lines()
+/// An interface's own drop counts (`/proc/net/dev`'s two "drop" columns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterfaceDrops {
+    pub rx: u64,
+    pub tx: u64,
+}
+
+/// The drop counts of interface `ifname` in the calling thread's network namespace, or
+/// zeros where they cannot be read.
+pub fn interface_dropped(ifname: &str) -> InterfaceDrops {
+    std::fs::read_to_string("/proc/thread-self/net/dev")
+        .map(|t| parse_dropped(&t, ifname))
+        .unwrap_or_default()
+}
+
+/// The receive and transmit "drop" columns (the 4th and 12th counts) of `ifname`'s line
+/// of /proc/net/dev.
+fn parse_dropped(text: &str, ifname: &str) -> InterfaceDrops {
+    let counts: Vec<u64> = text
+        .lines()
         .filter_map(|l| l.split_once(':'))
         .find(|(name, _)| name.trim() == ifname)
-        .and_then(|(_, counts)| counts.split_whitespace().nth(3)?.parse().ok())
-        .unwrap_or(0)
+        .map(|(_, c)| {
+            c.split_whitespace()
+                .map(|n| n.parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let at = |i: usize| counts.get(i).copied().unwrap_or(0);
+    InterfaceDrops {
+        rx: at(3),
+        tx: at(11),
+    }
 }
 
 /// One lane's thread and its command and reply channels.
@@ -409,18 +434,36 @@ impl TesterPort {
     }
 
     /// Starts counting `trial` (streams expected: (stream id, most frames), each of
-    /// `flows` flows) and, with `tx`, sending (each lane its share).
-    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, flows: u8, tx: Option<TxPlan>) {
+    /// `flows` flows) and returns once every lane has read the kernel's drop counts it
+    /// measures the trial's from: a lane that reads them late (waiting for a CPU) would
+    /// leave the trial's first drops out (seen: 19-633 frames in one trial of 19 with the
+    /// receiving lane's CPU stalled 30 ms in every 100). Nothing of the trial may be sent
+    /// before this returns for both ports.
+    pub fn begin(&self, trial: u8, expect: Vec<(u8, u64)>, flows: u8) -> Result<(), String> {
         let streams = expect
             .into_iter()
             .map(|(s, n)| StreamCounter::new(s, n, flows))
             .collect();
         let counters = Arc::new(TrialCounters { trial, streams });
         for lane in &self.lanes {
-            let _ = lane.cmd.send(Cmd::Trial {
-                counters: counters.clone(),
-                tx: tx.clone(),
-            });
+            let _ = lane.cmd.send(Cmd::Count(counters.clone()));
+        }
+        for lane in &self.lanes {
+            loop {
+                match lane.reply.recv() {
+                    Ok(Reply::Counting) => break,
+                    Ok(_) => continue,
+                    Err(_) => return Err("tester port thread ended".into()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the trial's frames: each lane its share of `tx`.
+    pub fn send(&self, tx: TxPlan) {
+        for lane in &self.lanes {
+            let _ = lane.cmd.send(Cmd::Send(tx.clone()));
         }
     }
 
@@ -724,25 +767,29 @@ impl PortIo {
 }
 
 /// Starts counting (and sending this lane's share, if asked) for a new trial.
-fn start_trial(
+fn start_counting(
     state: &mut TrialState,
-    lane: &Lane,
     (counters, kernel): (Arc<TrialCounters>, PortDrops),
-    tx: Option<TxPlan>,
     replies: &Sender<Reply>,
 ) {
     state.counting = Some(Counting::new(counters));
     state.kernel_at_start = kernel;
-    state.sending = tx.map(|plan| Sending {
+    let _ = replies.send(Reply::Counting);
+}
+
+fn start_sending(state: &mut TrialState, lane: &Lane, plan: TxPlan, replies: &Sender<Reply>) {
+    let sending = Sending {
         plan,
         lane: lane.index as u64,
         lanes: lane.count as u64,
         next: 0,
         report: TxReport::default(),
-    });
-    if state.sending.as_ref().is_some_and(|s| s.count() == 0) {
+    };
+    if sending.count() == 0 {
         let _ = replies.send(Reply::TxDone(TxReport::default()));
         state.sending = None;
+    } else {
+        state.sending = Some(sending);
     }
 }
 
@@ -756,10 +803,11 @@ fn handle_commands(
     (port, ifname): (&mut dyn Port, &str),
 ) -> bool {
     match cmds.try_recv() {
-        Ok(Cmd::Trial { counters, tx }) => {
+        Ok(Cmd::Count(counters)) => {
             let kernel = PortDrops::read(port, lane, ifname);
-            start_trial(state, lane, (counters, kernel), tx, replies)
+            start_counting(state, (counters, kernel), replies)
         }
+        Ok(Cmd::Send(plan)) => start_sending(state, lane, plan, replies),
         Ok(Cmd::Collect) => {
             let reports = state
                 .counting

@@ -199,15 +199,16 @@ fn transmit_reports_of_lanes_add_up() {
 }
 
 /// /proc/net/dev as a 6.1 kernel writes it: the receive "drop" column of the named
-/// interface, not of one whose name it begins with, nor a transmit column.
+/// interface, not of one whose name it begins with, and the transmit "drop" column apart.
 #[test]
-fn interface_receive_drops_come_from_its_own_line() {
+fn interface_drops_come_from_its_own_line() {
     let text = "Inter-|   Receive                                                |  Transmit\n \
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
 lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n  \
-tg10: 9907076  215372    0 99999    0     0          0         0       84       2    0    7    0     0       0          0\n   \
+tg10: 9907076  215372    0 99999    0     0          0         0       84       2    0    8    0     0       0          0\n   \
 tg1: 9907076  215372    0 65257    0     0          0         0       84       2    0    7    0     0       0          0\n";
-    assert_eq!(super::parse_rx_dropped(text, "tg1"), 65257);
-    assert_eq!(super::parse_rx_dropped(text, "tg10"), 99999);
-    assert_eq!(super::parse_rx_dropped(text, "tg2"), 0);
+    let drops = |name| super::parse_dropped(text, name);
+    assert_eq!(drops("tg1"), super::InterfaceDrops { rx: 65257, tx: 7 });
+    assert_eq!(drops("tg10"), super::InterfaceDrops { rx: 99999, tx: 8 });
+    assert_eq!(drops("tg2"), super::InterfaceDrops::default());
 }

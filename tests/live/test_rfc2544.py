@@ -235,7 +235,7 @@ def test_the_testers_own_ring_overruns_are_counted(tmp_path):
     # drops and the stand-in's own, recorded too); a frame counted as overrun that was
     # received, or lost and not counted, fails it. (Before each port's threads read the
     # kernel's counts before any frame of the trial was sent, a thread that got its CPU
-    # late missed the trial's first overruns: 19-633 frames in a trial in 4 of 6 runs.)
+    # late missed the trial's first overruns: 25-516 frames in a trial in 8 of 10 runs.)
     out = tmp_path / "overrun"
     with cpu_stalled(1):
         doc, _ = bench(out, "--dut", "standin", "--no-ceiling", "--quick", "--sizes", "64",

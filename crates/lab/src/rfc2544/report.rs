@@ -736,8 +736,8 @@ impl Progress {
     pub fn trial(&mut self, o: &Outcome) {
         self.trials += 1;
         let k = o.kernel_drops;
-        let dut = k.dut.unwrap_or(0);
-        let kernel = if k.tester.overrun + k.tester.interface + k.backlog + dut > 0 {
+        let seen = k.tester.overrun + k.tester.interface + k.backlog + k.dut.unwrap_or(0);
+        let kernel = if seen > 0 {
             let dut = k
                 .dut
                 .map(|d| format!(", the DUT's own {d}"))

@@ -168,10 +168,9 @@ pub fn run(a: StandinArgs) -> Result<(), String> {
 struct PortCounts {
     requested: AtomicU64,
     served: AtomicU64,
-    /// Frames the ports' receive rings had no room for.
-    ring_full: AtomicU64,
-    /// Frames the ports' transmit rings had no room for.
-    send_refused: AtomicU64,
+    /// Frames the ports' receive rings had no room for, and those their transmit rings
+    /// had no room for, as of the last request served.
+    dropped: AtomicU64,
 }
 
 impl PortCounts {
@@ -190,8 +189,7 @@ impl PortCounts {
             return;
         }
         let (ring, refused) = Self::of(pa, pb);
-        self.ring_full.store(ring, Ordering::Relaxed);
-        self.send_refused.store(refused, Ordering::Relaxed);
+        self.dropped.store(ring + refused, Ordering::Relaxed);
         self.served.store(wanted, Ordering::Release);
     }
 
@@ -206,7 +204,7 @@ impl PortCounts {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        Some(self.ring_full.load(Ordering::Relaxed) + self.send_refused.load(Ordering::Relaxed))
+        Some(self.dropped.load(Ordering::Relaxed))
     }
 }
 

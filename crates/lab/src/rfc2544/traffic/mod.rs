@@ -221,7 +221,7 @@ impl PortDrops {
         PortDrops {
             overrun: port.stats().rx_ring_full,
             interface: if lane.index == 0 {
-                interface_rx_dropped(ifname)
+                interface_dropped(ifname).rx
             } else {
                 0
             },
@@ -239,12 +239,6 @@ impl PortDrops {
         self.overrun += o.overrun;
         self.interface += o.interface;
     }
-}
-
-/// The receive drops of interface `ifname` in the calling thread's network namespace, or
-/// 0 where it cannot be read.
-fn interface_rx_dropped(ifname: &str) -> u64 {
-    interface_dropped(ifname).rx
 }
 
 /// An interface's own drop counts (`/proc/net/dev`'s two "drop" columns).

@@ -442,16 +442,23 @@ impl TesterPort {
         for lane in &self.lanes {
             let _ = lane.cmd.send(Cmd::Count(counters.clone()));
         }
+        self.each_reply(|r| matches!(r, Reply::Counting).then_some(()))?;
+        Ok(())
+    }
+
+    /// Every lane's next reply that `pick` takes (skipping the others), in lane order.
+    fn each_reply<T>(&self, pick: impl Fn(Reply) -> Option<T>) -> Result<Vec<T>, String> {
+        let mut picked = Vec::with_capacity(self.lanes.len());
         for lane in &self.lanes {
             loop {
-                match lane.reply.recv() {
-                    Ok(Reply::Counting) => break,
-                    Ok(_) => continue,
-                    Err(_) => return Err("tester port thread ended".into()),
+                let r = lane.reply.recv().map_err(|_| "tester port thread ended")?;
+                if let Some(t) = pick(r) {
+                    picked.push(t);
+                    break;
                 }
             }
         }
-        Ok(())
+        Ok(picked)
     }
 
     /// Sends the trial's frames: each lane its share of `tx`.
@@ -464,17 +471,11 @@ impl TesterPort {
     /// Waits for every lane's sending to finish.
     pub fn wait_tx(&self) -> Result<TxReport, String> {
         let mut total = TxReport::default();
-        for lane in &self.lanes {
-            loop {
-                match lane.reply.recv() {
-                    Ok(Reply::TxDone(r)) => {
-                        total.absorb(&r);
-                        break;
-                    }
-                    Ok(_) => continue,
-                    Err(_) => return Err("tester port thread ended".into()),
-                }
-            }
+        for r in self.each_reply(|r| match r {
+            Reply::TxDone(r) => Some(r),
+            _ => None,
+        })? {
+            total.absorb(&r);
         }
         Ok(total)
     }
@@ -487,14 +488,10 @@ impl TesterPort {
         }
         let mut total: Vec<(u8, RxReport)> = Vec::new();
         let mut drops = PortDrops::default();
-        for lane in &self.lanes {
-            let got = loop {
-                match lane.reply.recv() {
-                    Ok(Reply::Collected(r)) => break r,
-                    Ok(_) => continue,
-                    Err(_) => return Err("tester port thread ended".into()),
-                }
-            };
+        for got in self.each_reply(|r| match r {
+            Reply::Collected(c) => Some(c),
+            _ => None,
+        })? {
             drops.add(got.kernel);
             for (stream, r) in got.reports {
                 match total.iter_mut().find(|(s, _)| *s == stream) {

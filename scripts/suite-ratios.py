@@ -4,7 +4,10 @@
     python3 scripts/suite-ratios.py run1.json run2.json run3.json
 
 Per row (suite, frame size, direction) the median over the runs of the pipeline's ratio to
-the raw rate of the same suite, measured in the same run; the target is at least 0.6 at
+the raw rate of the same suite, measured in the same run (a run with `--rounds R` gives each
+row the median of R rounds that alternate the raw reference and the pipeline, each round's
+pipeline set against that round's reference: one such run is steadier than several runs of
+one round on a drifting machine, and its rounds' range is printed per row); the target is at least 0.6 at
 1024 B and at least 0.4 at 64 B. AES-GCM has its own target (against DPDK ipsec-secgw) and
 NULL has no crypto to compare with, so neither is counted. Prints how many rows meet the
 target and every row that does not, with each run's ratio. Runs from builds that record how
@@ -31,6 +34,7 @@ def main(paths):
     if not paths:
         sys.exit(__doc__)
     ratios = {}
+    ranges = {}
     neighbours = []
     for path in paths:
         with open(path) as f:
@@ -38,6 +42,9 @@ def main(paths):
         for row in results:
             key = (row["algorithm"], row["frame_size"], row["direction"])
             ratios.setdefault(key, []).append(row["ratio_to_raw_suite"])
+            if row.get("rounds", 1) > 1:
+                ranges.setdefault(key, []).append(
+                    (row["ratio_to_raw_suite_low"], row["ratio_to_raw_suite_high"], row["rounds"]))
         busy = [r["busiest_other_cpu_busy"] for r in results
                 if r.get("busiest_other_cpu_busy") is not None]
         if busy:
@@ -52,7 +59,10 @@ def main(paths):
           f"(median of {len(paths)} runs: >= 0.6 at 1024 B, >= 0.4 at 64 B); below:")
     for algorithm, size, direction, median, runs in below:
         each = " ".join(f"{r:.3f}" for r in runs)
-        print(f"  {algorithm:<30} {size:>5} {direction:<8} median {median:.3f}  runs {each}")
+        spans = " ".join(f"{lo:.3f}-{hi:.3f}/{n}" for lo, hi, n in
+                         ranges.get((algorithm, size, direction), []))
+        print(f"  {algorithm:<30} {size:>5} {direction:<8} median {median:.3f}  runs {each}"
+              + (f"  rounds' range {spans}" if spans else ""))
     for path, most, typical in neighbours:
         print(f"{path}: busiest other CPU {most * 100:.0f} % busy at most, "
               f"{typical * 100:.0f} % in the median row")

@@ -54,6 +54,7 @@ echo "== demo: offline (captures) and the live test bed (the README's main comma
 echo "== benchmark smoke run"
 "$lab" bench dataplane --quick --sizes 64 --algs aes-128-gcm
 "$lab" bench dataplane --quick --sizes 78 --algs aes-128-gcm --inner ipv6 --outer ipv6
+/usr/bin/python3 scripts/check-dataplane-rounds.py "$lab"
 "$lab" bench spd --quick
 secs=${ESPGW_FUZZ_SECONDS:-20}
 if [ "$secs" != 0 ]; then

@@ -82,9 +82,11 @@ pub enum BenchCmd {
         /// call; see the README's "Many cores"). Also what --seccomp runs.
         #[arg(long)]
         shared_library: bool,
-        /// With --workers: rounds of every worker count, their order alternating, each
-        /// round's scaling against its own one-worker trial; then the median of the rounds
-        /// and its range (a machine that drifts between trials makes one round say little).
+        /// Rounds per row, their order alternating (a machine that drifts between trials
+        /// makes one round say little); then the median of the rounds and its range. One
+        /// core: each round measures the raw references and the pipeline a moment apart,
+        /// and the ratio is the median of the rounds' own ratios. With --workers: every
+        /// worker count per round, each round's scaling against its own one-worker trial.
         #[arg(long, default_value_t = 1)]
         rounds: usize,
         /// The protected traffic's family: ipv6 sends UDP over IPv6 between
@@ -153,11 +155,11 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 println!("under the live gateway's seccomp filter (kill mode)");
             }
             let secs = seconds.unwrap_or(if quick { 0.3 } else { 2.0 });
-            if workers.is_empty() && rounds != 1 {
-                return Err("--rounds is for --workers".into());
+            if rounds == 0 {
+                return Err("--rounds takes a count of at least 1".into());
             }
             if !workers.is_empty() {
-                if workers.contains(&0) || sas.contains(&0) || rounds == 0 {
+                if workers.contains(&0) || sas.contains(&0) {
                     return Err("--workers, --sas and --rounds take counts of at least 1".into());
                 }
                 if (inner, outer) != (Family::Ipv4, Family::Ipv4) {
@@ -193,6 +195,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 &algs,
                 &directions,
                 with_raw,
+                rounds,
                 (inner, outer),
                 json.as_deref(),
             )
@@ -391,6 +394,7 @@ fn templates(size: &str, reverse: bool, inner: Family) -> Result<Vec<Vec<u8>>, S
         .collect())
 }
 
+#[derive(Clone, Copy)]
 struct Trial {
     pps: f64,
     gbps: f64,
@@ -444,6 +448,125 @@ fn trial(
     })
 }
 
+/// The crypto-only references a one-core row is set against (`None`: not measured).
+struct RawRefs<'a> {
+    /// The suite's own transform ([`raw::raw_suite`]) on these inner packet lengths.
+    suite: Option<(
+        &'a dyn espgw_crypto::CryptoProvider,
+        SaProto,
+        Suite,
+        &'a [usize],
+    )>,
+    /// AES-GCM through the job API ([`raw::raw_seal`]) on these text lengths.
+    job: Option<(
+        &'a dyn espgw_crypto::CryptoProvider,
+        AeadAlgorithm,
+        &'a [usize],
+    )>,
+}
+
+impl RawRefs<'_> {
+    /// One measurement of each reference (NaN where there is none).
+    fn measure(&self, secs: f64) -> Result<(f64, f64), String> {
+        let suite = match self.suite {
+            Some((p, proto, suite, lens)) => raw::raw_suite(p, proto, suite, lens, 64, secs)?,
+            None => f64::NAN,
+        };
+        let job = match self.job {
+            Some((p, alg, lens)) => raw::raw_seal(p, alg, lens, 64, secs)?,
+            None => f64::NAN,
+        };
+        Ok((suite, job))
+    }
+}
+
+/// A row's rounds: per round, the raw references and a trial per direction.
+struct RowMeasured {
+    raw: Vec<f64>,
+    raw_job: Vec<f64>,
+    /// Per direction (in `measured`'s order), a trial per round.
+    trials: Vec<Vec<Trial>>,
+}
+
+/// Runs `rounds` rounds of a row: the raw references and each direction's trial, the raw
+/// references first in odd rounds and last in even ones (the directions reversed too), so
+/// that a machine drifting during the row slows neither side more than the other, and each
+/// round's ratio compares measurements taken a moment apart.
+fn measure_row(
+    refs: &RawRefs<'_>,
+    measured: &mut [(Direction, Vec<Vec<u8>>, Node)],
+    wire: &[usize],
+    secs: f64,
+    rounds: usize,
+) -> Result<RowMeasured, String> {
+    let mut row = RowMeasured {
+        raw: Vec::with_capacity(rounds),
+        raw_job: Vec::with_capacity(rounds),
+        trials: measured
+            .iter()
+            .map(|_| Vec::with_capacity(rounds))
+            .collect(),
+    };
+    for round in 1..=rounds {
+        let raw_first = rounds::raw_first(round);
+        let take_raw = |row: &mut RowMeasured| -> Result<(), String> {
+            let (suite, job) = refs.measure(secs)?;
+            row.raw.push(suite);
+            row.raw_job.push(job);
+            Ok(())
+        };
+        if raw_first {
+            take_raw(&mut row)?;
+        }
+        let order: Vec<usize> = if raw_first {
+            (0..measured.len()).collect()
+        } else {
+            (0..measured.len()).rev().collect()
+        };
+        for i in order {
+            let (dir, frames, node) = &mut measured[i];
+            row.trials[i].push(trial(node, *dir, frames.clone(), wire, secs)?);
+        }
+        if !raw_first {
+            take_raw(&mut row)?;
+        }
+    }
+    Ok(row)
+}
+
+/// What a row reports of its rounds: the medians, and the ratio to the raw suite as the
+/// median of the rounds' own ratios (each round's trial over the same round's reference).
+struct RowFigures {
+    pps: f64,
+    gbps: f64,
+    raw: f64,
+    raw_job: f64,
+    ratio: rounds::Summary,
+    ratio_job: f64,
+    dropped: u64,
+}
+
+impl RowFigures {
+    fn of(trials: &[Trial], raw: &[f64], raw_job: &[f64]) -> RowFigures {
+        let median = |v: Vec<f64>| rounds::summary_of(&v).map_or(f64::NAN, |s| s.median);
+        let nan = rounds::Summary {
+            median: f64::NAN,
+            low: f64::NAN,
+            high: f64::NAN,
+        };
+        let pps: Vec<f64> = trials.iter().map(|t| t.pps).collect();
+        RowFigures {
+            pps: median(pps.clone()),
+            gbps: median(trials.iter().map(|t| t.gbps).collect()),
+            raw: median(raw.to_vec()),
+            raw_job: median(raw_job.to_vec()),
+            ratio: rounds::summary_of(&rounds::paired_ratios(&pps, raw)).unwrap_or(nan),
+            ratio_job: median(rounds::paired_ratios(&pps, raw_job)),
+            dropped: trials.iter().map(|t| t.dropped).sum(),
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // the command's options, passed through
 fn dataplane(
     crypto: ProviderChoice,
@@ -452,6 +575,7 @@ fn dataplane(
     algs: &[String],
     dirs: &[String],
     with_raw: bool,
+    rounds: usize,
     (inner, outer): (Family, Family),
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
@@ -508,50 +632,73 @@ fn dataplane(
                 .iter()
                 .map(|&inner| inner + espgw_wire::esp::pad_len(inner, 4) + 2)
                 .collect();
-            let raw = if with_raw {
-                raw::raw_suite(raw_mb.as_ref(), proto, suite, &inner_lens, 64, secs)?
-            } else {
-                f64::NAN
+            let mut measured: Vec<(Direction, Vec<Vec<u8>>, Node)> =
+                [(Direction::Out, plain.clone()), (Direction::In, esp)]
+                    .into_iter()
+                    .filter(|(dir, _)| dirs.iter().any(|d| d == direction_name(*dir)))
+                    .map(|(dir, frames)| {
+                        (
+                            dir,
+                            frames,
+                            Node::new(t1.clone(), Arc::default(), Vec::new()),
+                        )
+                    })
+                    .collect();
+            let refs = RawRefs {
+                suite: with_raw.then(|| (raw_mb.as_ref(), proto, suite, inner_lens.as_slice())),
+                job: raw_job
+                    .as_deref()
+                    .filter(|_| with_raw)
+                    .map(|p| (p, alg, text_lens.as_slice())),
             };
-            let raw_j = match &raw_job {
-                Some(p) if with_raw => raw::raw_seal(p.as_ref(), alg, &text_lens, 64, secs)?,
-                _ => f64::NAN,
-            };
-            for (dir, frames) in [(Direction::Out, plain.clone()), (Direction::In, esp)] {
-                let dname = direction_name(dir);
-                if !dirs.iter().any(|d| d == dname) {
-                    continue;
-                }
-                let mut node = Node::new(t1.clone(), Arc::default(), Vec::new());
-                let r = trial(&mut node, dir, frames, &wire, secs)?;
+            let row = measure_row(&refs, &mut measured, &wire, secs, rounds)?;
+            for ((dir, _, _), trials) in measured.iter().zip(&row.trials) {
+                let dname = direction_name(*dir);
                 let busiest = own_cpus.as_deref().and_then(|own| {
                     host_load::busiest_other(&load_before, &host_load::CpuTimes::now(), own)
                 });
                 neighbours.push(busiest);
+                let r = RowFigures::of(trials, &row.raw, &row.raw_job);
                 println!(
-                    "{:<30} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>7.2} {:>7.0}% {:>8.2} {:>7.2}{}",
+                    "{:<30} {:>6} {:<9} {:>8.2} {:>8.2} {:>9.2} {:>7.2} {:>7.0}% {:>8.2} {:>7.2}{}{}",
                     alg_name,
                     size,
                     dname,
                     r.pps / 1e6,
                     r.gbps,
-                    raw / 1e6,
-                    r.pps / raw,
-                    (1.0 - r.pps / raw) * 100.0,
-                    raw_j / 1e6,
-                    r.pps / raw_j,
+                    r.raw / 1e6,
+                    r.ratio.median,
+                    (1.0 - r.ratio.median) * 100.0,
+                    r.raw_job / 1e6,
+                    r.ratio_job,
+                    if rounds > 1 && !r.ratio.median.is_nan() {
+                        format!("  (ratio {:.2}-{:.2} in {rounds} rounds)", r.ratio.low, r.ratio.high)
+                    } else {
+                        String::new()
+                    },
                     if r.dropped > 0 {
                         format!("  ({} dropped!)", r.dropped)
                     } else {
                         String::new()
                     }
                 );
+                let null_if_nan = |x: f64| {
+                    if x.is_nan() {
+                        serde_json::Value::Null
+                    } else {
+                        json!(x)
+                    }
+                };
                 records.push(json!({
                     "algorithm": alg_name, "raw_reference": alg.name(), "frame_size": size, "direction": dname,
                     "mpps": r.pps / 1e6, "gbps": r.gbps,
-                    "raw_suite_mops": raw / 1e6, "raw_suite_crypto": raw_mb.name(), "pipeline_share": 1.0 - r.pps / raw,
-                    "raw_job_api_mops": if raw_j.is_nan() { serde_json::Value::Null } else { json!(raw_j / 1e6) },
-                    "ratio_to_raw_suite": r.pps / raw, "ratio_to_raw_job_api": if raw_j.is_nan() { serde_json::Value::Null } else { json!(r.pps / raw_j) },
+                    "raw_suite_mops": r.raw / 1e6, "raw_suite_crypto": raw_mb.name(), "pipeline_share": 1.0 - r.ratio.median,
+                    "raw_job_api_mops": null_if_nan(r.raw_job / 1e6),
+                    "ratio_to_raw_suite": r.ratio.median, "ratio_to_raw_job_api": null_if_nan(r.ratio_job),
+                    "rounds": rounds,
+                    "round_mpps": trials.iter().map(|t| t.pps / 1e6).collect::<Vec<_>>(),
+                    "round_raw_suite_mops": row.raw.iter().map(|x| x / 1e6).collect::<Vec<_>>(),
+                    "ratio_to_raw_suite_low": r.ratio.low, "ratio_to_raw_suite_high": r.ratio.high,
                     "dropped": r.dropped, "crypto": provider.name(), "seconds": secs,
                     "inner": family_name(inner), "outer": family_name(outer),
                     "busiest_other_cpu": busiest.map(|(cpu, _)| cpu), "busiest_other_cpu_busy": busiest.map(|(_, s)| s),

@@ -1,11 +1,15 @@
-//! Rounds of the multi-worker benchmark (`bench dataplane --workers ... --rounds R`).
+//! Rounds of `bench dataplane --rounds R`: one core (raw references against the pipeline)
+//! and several workers (N workers against one).
 //!
 //! Scaling is a ratio of two trials, N workers against one, run one after the other; on a
 //! shared machine whose speed drifts between trials (this project's VMs drift 20-30 % and
 //! more), one such pair says little. So each round runs every worker count once, in the
 //! given order on odd rounds and the reverse on even rounds (drift then favours neither
 //! side), each round's scaling is taken against that same round's one-worker trial, and
-//! what is reported is the median of the rounds' ratios with their range.
+//! what is reported is the median of the rounds' ratios with their range. A one-core row's
+//! ratio to the raw crypto is two trials too (the suite's transform alone, then the
+//! pipeline): its rounds alternate which goes first, and each round's pipeline trial is set
+//! against that round's reference.
 
 /// The worker counts in the order round `round` (from 1) runs them.
 pub fn round_order(workers: &[usize], round: usize) -> Vec<usize> {
@@ -14,6 +18,18 @@ pub fn round_order(workers: &[usize], round: usize) -> Vec<usize> {
     } else {
         workers.iter().rev().copied().collect()
     }
+}
+
+/// Whether round `round` (from 1) of a one-core row measures the raw references before its
+/// pipeline trials (odd rounds) or after them (even rounds).
+pub fn raw_first(round: usize) -> bool {
+    round % 2 == 1
+}
+
+/// Each round's ratio of `pipeline` to `reference` (the same round's), for as many rounds
+/// as both have.
+pub fn paired_ratios(pipeline: &[f64], reference: &[f64]) -> Vec<f64> {
+    pipeline.iter().zip(reference).map(|(p, r)| p / r).collect()
 }
 
 /// The median of the rounds' values and their range.
@@ -55,6 +71,21 @@ mod tests {
         assert_eq!(round_order(&[1, 2, 4], 2), vec![4, 2, 1]);
         assert_eq!(round_order(&[1, 2, 4], 3), vec![1, 2, 4]);
         assert_eq!(round_order(&[2], 2), vec![2]);
+    }
+
+    #[test]
+    fn one_core_rounds_alternate_the_raw_side_and_pair_each_round() {
+        assert!(raw_first(1) && !raw_first(2) && raw_first(3));
+        // Each round against its own reference, not the medians against each other: a
+        // round where both sides ran slow gives the same ratio as a fast one.
+        let pipeline = [4.0, 2.0, 6.0];
+        let reference = [10.0, 5.0, 12.0];
+        assert_eq!(paired_ratios(&pipeline, &reference), vec![0.4, 0.4, 0.5]);
+        let s = summary_of(&paired_ratios(&pipeline, &reference)).unwrap();
+        assert_eq!((s.median, s.low, s.high), (0.4, 0.4, 0.5));
+        // The ratio of the medians would have been 4 / 10.
+        // No reference measured (--no-raw): every ratio is NaN and there is no summary.
+        assert_eq!(summary_of(&paired_ratios(&pipeline, &[f64::NAN; 3])), None);
     }
 
     #[test]

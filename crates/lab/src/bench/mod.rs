@@ -160,7 +160,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             }
             if !workers.is_empty() {
                 if workers.contains(&0) || sas.contains(&0) {
-                    return Err("--workers, --sas and --rounds take counts of at least 1".into());
+                    return Err("--workers and --sas take counts of at least 1".into());
                 }
                 if (inner, outer) != (Family::Ipv4, Family::Ipv4) {
                     return Err(
@@ -548,7 +548,7 @@ struct RowFigures {
 
 impl RowFigures {
     fn of(trials: &[Trial], raw: &[f64], raw_job: &[f64]) -> RowFigures {
-        let median = |v: Vec<f64>| rounds::summary_of(&v).map_or(f64::NAN, |s| s.median);
+        let median = |v: &[f64]| rounds::summary_of(v).map_or(f64::NAN, |s| s.median);
         let nan = rounds::Summary {
             median: f64::NAN,
             low: f64::NAN,
@@ -556,12 +556,12 @@ impl RowFigures {
         };
         let pps: Vec<f64> = trials.iter().map(|t| t.pps).collect();
         RowFigures {
-            pps: median(pps.clone()),
-            gbps: median(trials.iter().map(|t| t.gbps).collect()),
-            raw: median(raw.to_vec()),
-            raw_job: median(raw_job.to_vec()),
+            pps: median(&pps),
+            gbps: median(&trials.iter().map(|t| t.gbps).collect::<Vec<_>>()),
+            raw: median(raw),
+            raw_job: median(raw_job),
             ratio: rounds::summary_of(&rounds::paired_ratios(&pps, raw)).unwrap_or(nan),
-            ratio_job: median(rounds::paired_ratios(&pps, raw_job)),
+            ratio_job: median(&rounds::paired_ratios(&pps, raw_job)),
             dropped: trials.iter().map(|t| t.dropped).sum(),
         }
     }

@@ -77,13 +77,17 @@ mod tests {
     fn one_core_rounds_alternate_the_raw_side_and_pair_each_round() {
         assert!(raw_first(1) && !raw_first(2) && raw_first(3));
         // Each round against its own reference, not the medians against each other: a
-        // round where both sides ran slow gives the same ratio as a fast one.
-        let pipeline = [4.0, 2.0, 6.0];
-        let reference = [10.0, 5.0, 12.0];
-        assert_eq!(paired_ratios(&pipeline, &reference), vec![0.4, 0.4, 0.5]);
+        // round where both sides ran slow (the first) gives the same ratio as a fast one.
+        let pipeline = [3.0, 8.0, 9.0];
+        let reference = [6.0, 16.0, 10.0];
+        assert_eq!(paired_ratios(&pipeline, &reference), vec![0.5, 0.5, 0.9]);
         let s = summary_of(&paired_ratios(&pipeline, &reference)).unwrap();
-        assert_eq!((s.median, s.low, s.high), (0.4, 0.4, 0.5));
-        // The ratio of the medians would have been 4 / 10.
+        assert_eq!((s.median, s.low, s.high), (0.5, 0.5, 0.9));
+        // The ratio of the medians pairs the second round's pipeline with the third's
+        // reference: another answer.
+        let of_medians =
+            summary_of(&pipeline).unwrap().median / summary_of(&reference).unwrap().median;
+        assert_eq!(of_medians, 0.8);
         // No reference measured (--no-raw): every ratio is NaN and there is no summary.
         assert_eq!(summary_of(&paired_ratios(&pipeline, &[f64::NAN; 3])), None);
     }

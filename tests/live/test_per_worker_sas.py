@@ -44,25 +44,39 @@ def with_second_sa(base, direction, local, remote):
     return base[:first_policy] + sa.lstrip() + "\n" + base[first_policy:].replace(one, both)
 
 
-@pytest.fixture(scope="module")
-def per_worker_bed(tmp_path_factory):
-    d = tmp_path_factory.mktemp("per-worker")
-    gw1, gw2 = d / "gw1.toml", d / "gw2.toml"
-    gw1.write_text(with_second_sa(sh(ESPGW, "default-config").stdout, "out",
-                                  "192.0.2.1", "192.0.2.2"))
-    gw2.write_text(with_second_sa(sh(ESPGW, "default-config", "--peer").stdout, "in",
-                                  "192.0.2.2", "192.0.2.1"))
+# The two ways to get such a set: the configurations written out above, and the test bed's
+# `--per-worker-sas`, which derives the sibling from the built-in SA (SPI with the worker's
+# index in its third byte, every key byte XORed with it; crates/lab/src/testbed/per_worker.rs).
+GENERATED_KEYS = {0x1001: KEYS[0x1001],
+                  0x11001: bytes(b ^ 1 for b in KEYS[0x1001])}
+
+
+@pytest.fixture(scope="module", params=["configured", "generated"])
+def per_worker_bed(request, tmp_path_factory):
+    """(SPI -> key, the second SA's name at gw2) of the bed brought up."""
     # Pinned, as in test_workers.py: a worker that migrated between cores would hand its
     # frames to the other core's veth backlog, and the kernel would reorder them.
-    bed_up("--io", "af-packet", "--workers", "2", "--fanout", "hash",
-           "--gw1-config", str(gw1), "--gw2-config", str(gw2), "--run-args=--pin")
-    yield
+    common = ("--io", "af-packet", "--workers", "2", "--fanout", "hash", "--run-args=--pin")
+    if request.param == "configured":
+        d = tmp_path_factory.mktemp("per-worker")
+        gw1, gw2 = d / "gw1.toml", d / "gw2.toml"
+        gw1.write_text(with_second_sa(sh(ESPGW, "default-config").stdout, "out",
+                                      "192.0.2.1", "192.0.2.2"))
+        gw2.write_text(with_second_sa(sh(ESPGW, "default-config", "--peer").stdout, "in",
+                                      "192.0.2.2", "192.0.2.1"))
+        bed_up(*common, "--gw1-config", str(gw1), "--gw2-config", str(gw2))
+        yield KEYS, "gw1-to-gw2-b"
+    else:
+        bed_up(*common, "--per-worker-sas")
+        yield GENERATED_KEYS, "gw1-to-gw2-w1"
     bed_down()
 
 
 def test_each_worker_seals_with_its_own_sa_and_the_peer_takes_both(per_worker_bed, tmp_path):
+    keys, second = per_worker_bed
+    second_spi = f"0x{max(keys):08x}"
     policies = show("gw1", "policies")
-    assert any("per worker" in p["action"] and "0x00001002" in p["action"] for p in policies), \
+    assert any("per worker" in p["action"] and second_spi in p["action"] for p in policies), \
         policies
     nsx("h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.2")
     cap = tmp_path / "wan.pcap"
@@ -79,7 +93,7 @@ def test_each_worker_seals_with_its_own_sa_and_the_peer_takes_both(per_worker_be
 
     sas = {spi: SecurityAssociation(ESP, spi=spi, crypt_algo="AES-GCM", crypt_key=key,
                                     tunnel_header=IP(src="192.0.2.1", dst="192.0.2.2"))
-           for spi, key in KEYS.items()}
+           for spi, key in keys.items()}
     seqs = collections.defaultdict(list)
     spis_of_flow = collections.defaultdict(set)
     for f in rdpcap(str(cap)):
@@ -96,7 +110,7 @@ def test_each_worker_seals_with_its_own_sa_and_the_peer_takes_both(per_worker_be
         seqs[esp.spi].append(esp.seq)
     # Both SAs carried traffic, each with sequence numbers of its own: none twice, none
     # skipped, from 1 (or 3, for the SA that carried the two pings before the capture).
-    assert set(seqs) == set(KEYS), {hex(s): len(v) for s, v in seqs.items()}
+    assert set(seqs) == set(keys), {hex(s): len(v) for s, v in seqs.items()}
     for spi, v in seqs.items():
         assert len(v) > 200, (hex(spi), len(v))
         assert min(v) in (1, 3), (hex(spi), min(v))
@@ -113,6 +127,6 @@ def test_each_worker_seals_with_its_own_sa_and_the_peer_takes_both(per_worker_be
     for reason in ("policy_mismatch", "no_sa", "auth_failed", "replay"):
         assert drops.get(reason, 0) == 0, drops
     by_name = {s["name"]: s for s in show("gw2", "sa")}
-    for name in ("gw1-to-gw2", "gw1-to-gw2-b"):
+    for name in ("gw1-to-gw2", second):
         assert by_name[name]["packets"] > 200, by_name[name]
         assert not any(by_name[name]["drops"].values()), by_name[name]

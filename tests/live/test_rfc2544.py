@@ -407,6 +407,15 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
     # Every such packet is a frame the tester counted lost.
     lost = sum(t["lost"] for t in doc["trials"] if t["dut"] == "espgw")
     assert stats["gw2"]["drops"].get("replay", 0) <= lost, (stats["gw2"], lost)
+    # Each trial says what the gateways dropped in it (their counters read before and
+    # after): the trials' replays add up to gateway 2's total, and a trial's replays are
+    # frames it lost. The ceiling has no gateways to ask.
+    espgw_trials = [t for t in doc["trials"] if t["dut"] == "espgw"]
+    assert all(isinstance(t["gateway_drops"], dict) for t in espgw_trials), espgw_trials
+    assert all(t["gateway_drops"] is None for t in doc["trials"] if t["dut"] == "ceiling")
+    replays = [t["gateway_drops"].get("gw2 replay", 0) for t in espgw_trials]
+    assert sum(replays) == stats["gw2"]["drops"].get("replay", 0), (replays, stats["gw2"])
+    assert all(r <= t["lost"] for r, t in zip(replays, espgw_trials)), espgw_trials
     for dut in ("ceiling", "espgw"):
         s = summary(doc, dut, "64")
         assert s["throughput_pps"] > 1000, s
@@ -423,6 +432,27 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
            "--tester-cpus", "4095", "--quick", "--sizes", "64", "--tests", "throughput",
            check=False, timeout=120)
     assert r.returncode != 0 and "cannot run a thread on CPU 4095" in r.stderr, r.stderr
+
+
+def test_per_worker_sas_keep_each_workers_numbers_in_their_own_window(tmp_path):
+    """`--per-worker-sas`: the same two workers by hash, but gateway 1's policy names a set
+    of two SAs, one per worker. Gateway 2 keeps a replay window per SA, so the search's
+    overloaded trials, which made it drop one SA's numbers interleaved by two workers as
+    replays (the test above), drop none: every trial's own count says so, and so does the
+    total. Both SAs carried traffic."""
+    out = tmp_path / "per-worker"
+    doc, _ = bench(out, "--dut", "espgw", "--quick", "--sizes", "64", "--tests", "throughput",
+                   "--threads", "2", "--flows", "4", "--workers", "2", "--io", "af-xdp",
+                   "--tester-ring-frames", "8192", "--per-worker-sas")
+    assert doc["meta"]["per_worker_sas"] is True and doc["meta"]["workers"] == 2
+    trials = [t for t in doc["trials"] if t["dut"] == "espgw"]
+    assert any(t["lost"] > 0 for t in trials), "no overloaded trial: nothing was tested"
+    for t in trials:
+        assert "gw2 replay" not in t["gateway_drops"], t
+    stats = {g["gateway"]: g for g in doc["gateway_stats"] if g["size"] == "64"}
+    assert stats["gw2"]["drops"].get("replay", 0) == 0, stats["gw2"]
+    assert min(stats["gw1"]["per_worker_rx"]) > 0, stats["gw1"]
+    assert summary(doc, "espgw", "64")["throughput_pps"] > 1000
 
 
 @pytest.mark.parametrize("wan_mtu", ["1500", "1600"])

@@ -15,6 +15,7 @@
 pub mod cores;
 pub mod dut;
 pub mod frame;
+pub mod gateway_drops;
 pub mod plot;
 pub mod report;
 pub mod search;
@@ -110,6 +111,11 @@ pub struct Rfc2544Args {
     /// How the espgw DUT spreads a port's traffic over its workers (`espgw run --fanout`).
     #[arg(long, value_enum, default_value = "hash")]
     pub fanout: espgw::FanoutArg,
+    /// The espgw DUT's protect policies name a set of --workers SAs, one per worker
+    /// (`testbed up --per-worker-sas`): gateway 2 then checks each worker's numbers in their
+    /// own replay window instead of one SA's numbers interleaved by gateway 1's workers.
+    #[arg(long)]
+    pub per_worker_sas: bool,
     /// MTU of the test bed's transport network between the gateways (espgw, kernel and
     /// strongSwan DUTs): 1500 makes the espgw gateways fragment every frame whose ESP
     /// packet would not fit (at 1518 B, two ESP packets per frame, and two fragments at the
@@ -258,6 +264,9 @@ pub struct Outcome {
     /// tester's own receive rings and interfaces, and in the host's input backlogs. Loss
     /// the DUT did not cause (or not alone), which a trial's loss may include.
     pub kernel_drops: KernelDrops,
+    /// What the espgw gateways dropped in the trial, by gateway, port and reason (only
+    /// what grew); None for other DUTs, or when a gateway did not answer.
+    pub gateway_drops: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// The kernel's own drop counts over one trial.
@@ -344,6 +353,9 @@ struct Bench {
     epoch: Instant,
     /// The stand-in relay, asked for its own drops around each trial.
     standin: Option<Arc<standin::StandinLink>>,
+    /// The espgw gateways' state directory (their control sockets), asked for their drop
+    /// counters around each trial; None for other DUTs.
+    gateways: Option<std::path::PathBuf>,
 }
 
 impl Bench {
@@ -380,6 +392,7 @@ impl Bench {
         let t = self.trial_no;
         let backlog_at_start = backlog_drops();
         let dut_at_start = self.dut_drops()?;
+        let gateways_at_start = self.gateway_counters();
         // B counts stream 0 (A to B); A counts stream 1 (B to A) when both ways. Both
         // count (from the kernel's drop counts read now) before either sends.
         self.b.begin(t, vec![(0u8, count)], self.flows)?;
@@ -421,6 +434,8 @@ impl Bench {
                 .zip(dut_at_start)
                 .map(|(end, start)| end.saturating_sub(start)),
         };
+        let gateway_drops =
+            gateways_at_start.and_then(|start| Some(self.gateway_counters()?.since(&start)));
         for (_, r) in at_b.into_iter().chain(at_a) {
             match &mut rx {
                 None => rx = Some(r),
@@ -433,7 +448,15 @@ impl Bench {
             rx: rx.ok_or("no receiver report")?,
             directions: if self.bidirectional { 2 } else { 1 },
             kernel_drops,
+            gateway_drops,
         })
+    }
+
+    /// Both espgw gateways' drop counters now, where the DUT is espgw's test bed.
+    fn gateway_counters(&self) -> Option<gateway_drops::Counters> {
+        self.gateways
+            .as_deref()
+            .and_then(gateway_drops::Counters::read)
     }
 }
 

@@ -45,6 +45,8 @@ pub struct Meta {
     /// The espgw DUT's workers and how it spreads them.
     pub workers: usize,
     pub fanout: String,
+    /// Whether the espgw DUT's policies named a per-worker SA set (`--per-worker-sas`).
+    pub per_worker_sas: bool,
     /// MTU of the test bed's transport network between the gateways; `None` when no DUT
     /// of the run is on the test bed (the ceiling, the stand-in, an external DUT).
     pub wan_mtu: Option<u16>,
@@ -218,6 +220,7 @@ impl Meta {
             tester_ring_frames: a.tester_ring_frames,
             workers: a.workers,
             fanout: format!("{:?}", a.fanout).to_lowercase(),
+            per_worker_sas: a.per_worker_sas,
             wan_mtu: duts
                 .iter()
                 .any(|d| matches!(d, DutKind::Espgw | DutKind::Kernel | DutKind::Strongswan))
@@ -316,6 +319,9 @@ pub struct TrialRecord {
     /// them (the stand-in: its receive rings full, its sends refused, its interfaces'
     /// drops); null for other DUTs.
     pub dut_drops: Option<u64>,
+    /// What the espgw gateways dropped in the trial, e.g. {"gw2 replay": 25,
+    /// "gw1 north rx_ring_full": 3} (only what grew); null for other DUTs.
+    pub gateway_drops: Option<std::collections::BTreeMap<String, u64>>,
     /// Back-to-back: the burst length tried.
     pub burst: Option<u64>,
     pub latency: LatencySummary,
@@ -360,6 +366,7 @@ impl TrialRecord {
             backlog_drops: o.kernel_drops.backlog,
             tester_interface_drops: o.kernel_drops.tester.interface,
             dut_drops: o.kernel_drops.dut,
+            gateway_drops: o.gateway_drops.clone(),
             burst,
             latency: LatencySummary::of(&o.rx.latency),
         }
@@ -750,10 +757,11 @@ impl Progress {
             String::new()
         };
         let line = format!(
-            "trial {}: offered {:.0} pps, loss {:.3}%{kernel}",
+            "trial {}: offered {:.0} pps, loss {:.3}%{kernel}{}",
             self.trials,
             o.offered_pps(),
-            100.0 * o.loss_ratio()
+            100.0 * o.loss_ratio(),
+            super::gateway_drops::describe(o.gateway_drops.as_ref())
         );
         self.draw(Some(&line));
     }
@@ -868,6 +876,7 @@ mod tests {
             backlog_drops: 0,
             tester_interface_drops: 0,
             dut_drops: None,
+            gateway_drops: None,
             burst: None,
             latency: LatencySummary::of(&Histogram::new(3).unwrap()),
         }

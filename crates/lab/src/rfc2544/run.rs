@@ -53,6 +53,8 @@ pub(super) fn run_tests(
         drain: p.drain,
         epoch,
         standin: d.standin.clone(),
+        gateways: (d.kind == dut::DutKind::Espgw)
+            .then(|| std::path::PathBuf::from(crate::testbed::STATE_DIR)),
     };
     let dut_name = d.name.clone();
     let io = bench.a.ready.kind;

@@ -22,6 +22,7 @@ use crate::packages::ensure_packages;
 
 mod demo;
 mod ike;
+pub mod per_worker;
 mod traffic;
 
 pub use demo::demo;
@@ -113,6 +114,12 @@ pub struct UpArgs {
     /// CPUs for gateway 2's workers.
     #[arg(long)]
     pub gw2_cpus: Option<espgw_io::cpu_list::CpuList>,
+    /// Every protect policy of the built-in configurations names a set of --workers SAs,
+    /// one per worker (`per_worker_sas`, RFC 9611's per-resource SAs): gateway 1's worker w
+    /// seals with SA w, and gateway 2 keeps a replay window per SA. With --fanout hash (one
+    /// SA spread by flow hash interleaves its numbers on the wire).
+    #[arg(long)]
+    pub per_worker_sas: bool,
 }
 
 impl Default for UpArgs {
@@ -135,6 +142,7 @@ impl Default for UpArgs {
             wan_mtu: 1500,
             gw1_cpus: None,
             gw2_cpus: None,
+            per_worker_sas: false,
         }
     }
 }
@@ -270,6 +278,18 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     if a.nat && a.keying != Keying::Ike {
         return Err("--nat needs --keying ike".into());
     }
+    if a.per_worker_sas
+        && (a.dut != Dut::Espgw
+            || a.keying != Keying::Static
+            || a.gw1_config.is_some()
+            || a.gw2_config.is_some())
+    {
+        return Err(
+            "--per-worker-sas changes the built-in static configurations of the espgw DUT \
+             (not with --keying ike or --gw1-config/--gw2-config)"
+                .into(),
+        );
+    }
     let names: &[&str] = if a.nat { &NAMESPACES } else { &NAMESPACES[..5] };
     for n in names {
         run_cmd(&["ip", "netns", "add", &ns(n)])?;
@@ -371,9 +391,16 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         Dut::Kernel => kernel_gateways(true, &["gw1", "gw2"])?,
         Dut::Espgw if a.keying == Keying::Ike => ike::gateways(a)?,
         Dut::Espgw => {
+            let sets = if a.per_worker_sas { a.workers } else { 1 };
             let builtin = [
-                ("gw1", espgw_config::DEFAULT_CONFIG.to_string()),
-                ("gw2", espgw_config::DEFAULT_PEER_CONFIG.to_string()),
+                (
+                    "gw1",
+                    per_worker::per_worker_config(espgw_config::DEFAULT_CONFIG, sets)?,
+                ),
+                (
+                    "gw2",
+                    per_worker::per_worker_config(espgw_config::DEFAULT_PEER_CONFIG, sets)?,
+                ),
             ];
             espgw_gateways(a, &builtin, &|_| Vec::new())?
         }

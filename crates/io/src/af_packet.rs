@@ -31,6 +31,12 @@ const TPACKET_V2: libc::c_int = 1;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 /// `sll_pkttype` of a frame for another host's MAC (linux/if_packet.h).
 const PACKET_OTHERHOST: u8 = 3;
+/// `sll_pkttype` of a frame this host sent on the interface.
+const PACKET_OUTGOING: u8 = 4;
+/// A fanout group's own "do not deliver what this host sends" (Linux 6.2): the socket
+/// option PACKET_IGNORE_OUTGOING covers only a socket outside a group, whose hook the
+/// group's replaces.
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
 /// Where the kernel puts the frame's `sockaddr_ll` in a TPACKET_V2 slot: after the header
 /// (32 bytes, already 16-aligned); `sll_pkttype` is its byte 10.
 const SLL_PKTTYPE_OFFSET: usize = 32 + 10;
@@ -243,7 +249,11 @@ impl AfPacketPort {
                 Fanout::Hash => 0,
                 Fanout::RoundRobin => 1,
             };
-            let arg: u32 = u32::from(group) | (m << 16);
+            // Without the flag every frame the workers send on the port comes back into
+            // one of the group's receive rings (as PACKET_OUTGOING): twice the copies, and
+            // the round robin taking turns over them. Older kernels ignore the flag, and
+            // `rx_burst` skips such frames.
+            let arg: u32 = u32::from(group) | ((m | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16);
             if setsockopt(f, SOL_PACKET, PACKET_FANOUT, &arg) != 0 {
                 return Err(last_error("PACKET_FANOUT", ifname));
             }
@@ -329,7 +339,11 @@ impl Port for AfPacketPort {
             let tci = Self::read_u16(p, 24);
             let tpid = Self::read_u16(p, 26);
             let ok = len == snap && mac + snap <= FRAME_SIZE && (14..=MAX_FRAME).contains(&snap);
-            if !self.other_hosts && Self::read_u8(p, SLL_PKTTYPE_OFFSET) == PACKET_OTHERHOST {
+            let pkttype = Self::read_u8(p, SLL_PKTTYPE_OFFSET);
+            if pkttype == PACKET_OUTGOING {
+                // Our own transmission, handed back by a kernel whose fanout groups predate
+                // PACKET_FANOUT_FLAG_IGNORE_OUTGOING: not received traffic.
+            } else if !self.other_hosts && pkttype == PACKET_OTHERHOST {
                 // The port is promiscuous: frames for other hosts on the link arrive too,
                 // and are not the gateway's to encrypt or forward.
                 self.stats.rx_other_host += 1;

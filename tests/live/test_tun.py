@@ -77,7 +77,8 @@ def test_host_traffic_through_a_tun_port(tun_bed):
     cap = subprocess.Popen(["ip", "netns", "exec", PEER, "/usr/bin/python3", str(TOOLS),
                             "decrypt", "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    time.sleep(1.0)
+    # Sent once the capture is open (a fixed second's wait missed it once in CI).
+    assert cap.stdout.readline().strip() == "ready", cap.stderr.read()
     ns(HOST, "/usr/bin/python3", "-c",
        "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
        "[s.sendto(b'from-the-host',('203.0.113.9',5555)) for _ in range(5)]")

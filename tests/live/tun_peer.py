@@ -14,8 +14,11 @@ IN = SecurityAssociation(ESP, spi=0x2001, crypt_algo="AES-GCM",
                          tunnel_header=IP(src="192.0.2.2", dst="192.0.2.1"))
 
 if sys.argv[1] == "decrypt":
+    # "ready" once the capture is open: the test sends only then (importing scapy alone
+    # can take over a second on a loaded machine).
     got = sniff(iface="eth0", timeout=float(sys.argv[2]), count=1,
-                lfilter=lambda p: ESP in p and p[ESP].spi == 0x1001)
+                lfilter=lambda p: ESP in p and p[ESP].spi == 0x1001,
+                started_callback=lambda: print("ready", flush=True))
     clear = OUT.decrypt(got[0][IP]) if got else None
     print(json.dumps(None if clear is None else {
         "inner_src": clear.src, "inner_dst": clear.dst,

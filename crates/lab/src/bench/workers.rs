@@ -78,10 +78,9 @@ fn far_host(k: usize) -> std::net::IpAddr {
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, (k + 1) as u8))
 }
 
-/// The SPI of copy `k` of an SA: the original's, with `k` in the third byte.
-fn spi_of(spi: u32, k: usize) -> u32 {
-    spi | ((k as u32) << 16)
-}
+/// The SPI of copy `k` of an SA: the original's, with `k` in the third byte (the test
+/// bed's live per-worker sets number their SAs the same way).
+use crate::testbed::per_worker::sibling_spi as spi_of;
 
 /// Turns the configuration's one IPv4 SA pair into `k` pairs, SA `k` protecting the far
 /// host 203.0.113.`k+1` (policies by host address, as many SAs as hosts).

@@ -13,9 +13,9 @@
 //! own configurations (one `key = ...` line per SA, an `sa = ...` line per policy); a block
 //! it cannot read is an error, not a guess.
 
-/// The SPI of sibling `k` of an SA: the original's with `k` in its third byte (as the
-/// in-memory benchmark's sets do), so siblings of different SAs cannot collide.
-fn sibling_spi(spi: u32, k: usize) -> u32 {
+/// The SPI of sibling `k` of an SA: the original's with `k` in its third byte (the
+/// in-memory benchmark's sets use this too), so siblings of different SAs cannot collide.
+pub fn sibling_spi(spi: u32, k: usize) -> u32 {
     spi | ((k as u32) << 16)
 }
 

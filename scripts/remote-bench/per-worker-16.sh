@@ -6,7 +6,7 @@
 # leaves the gateways and the kernel's veth work CPUs 0-7 for eight workers) and on CPUs 12-15
 # (2 threads, leaving them 0-11; LAYOUT_B= another layout, e.g. 4 threads on 12-15), each CPU's busy time sampled every second into $OUT/stat.raw
 # and each step's start and end into $OUT/steps.txt (read afterwards by
-# scripts/remote-bench/busiest-second.py). About 5 minutes. Knobs: MEM (0: no in-memory steps), MEMROUNDS, ROUNDS, ORDER (live steps of a round, layout A, B or P (A with --per-worker-sas) and workers; reversed in even rounds), LAYOUT_B (not B: the bundle's env.sh sets B).
+# scripts/remote-bench/busiest-second.py). About 5 minutes. Knobs: MEM (0: no in-memory steps), MEMROUNDS, ROUNDS, ORDER (live steps of a round, layout A, B, P (A with --per-worker-sas) or W (A with --replay-window 8192, since 2026-11-29) and workers; reversed in even rounds), LAYOUT_B (not B: the bundle's env.sh sets B).
 set -u
 LOG=log-per-worker.txt
 source "$(dirname "$0")/common.sh"
@@ -46,6 +46,7 @@ for r in $(seq 1 $ROUNDS); do
       A) args=$A ;;
       B) args=$B ;;
       P) args="$A --per-worker-sas" ;; # A with a per-worker SA set (since 2026-11-28, after the visit)
+      W) args="$A --replay-window 8192" ;; # A with every SA's window 8x deeper (since 2026-11-29)
     esac
     marked r$r-$s 45 --dut espgw $args --workers $w --fanout hash
   done

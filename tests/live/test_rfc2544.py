@@ -434,17 +434,25 @@ def test_tester_threads_through_the_ceiling_and_two_workers(tmp_path):
     assert r.returncode != 0 and "cannot run a thread on CPU 4095" in r.stderr, r.stderr
 
 
-def test_per_worker_sas_keep_each_workers_numbers_in_their_own_window(tmp_path):
-    """`--per-worker-sas`: the same two workers by hash, but gateway 1's policy names a set
-    of two SAs, one per worker. Gateway 2 keeps a replay window per SA, so the search's
-    overloaded trials, which made it drop one SA's numbers interleaved by two workers as
-    replays (the test above), drop none: every trial's own count says so, and so does the
-    total. Both SAs carried traffic."""
-    out = tmp_path / "per-worker"
+@pytest.mark.parametrize("remedy", [("--per-worker-sas",), ("--replay-window", "8192")],
+                         ids=["per-worker-sas", "replay-window-8192"])
+def test_no_replay_drops_with_a_set_or_a_deeper_window(tmp_path, remedy):
+    """The same two workers by hash, with either remedy for one SA's numbers arriving
+    further apart than its 1,024-packet window (the test above). `--per-worker-sas`:
+    gateway 1's policy names a set of two SAs, one per worker, and gateway 2 keeps a
+    window per SA, each in order. `--replay-window 8192`: one SA, its window as deep as two
+    of the gateways' rings (what `espgw run` advises at start-up). Either way the search's
+    overloaded trials drop no replay: every trial's own count says so, and so does the
+    total (without a remedy, three searches here dropped 1,183, 1,426 and 1,781).
+    Both of gateway 1's workers carried traffic."""
+    out = tmp_path / remedy[0].strip("-")
     doc, _ = bench(out, "--dut", "espgw", "--quick", "--sizes", "64", "--tests", "throughput",
                    "--threads", "2", "--flows", "4", "--workers", "2", "--io", "af-xdp",
-                   "--tester-ring-frames", "8192", "--per-worker-sas")
-    assert doc["meta"]["per_worker_sas"] is True and doc["meta"]["workers"] == 2
+                   "--tester-ring-frames", "8192", *remedy)
+    meta = doc["meta"]
+    assert meta["workers"] == 2
+    assert meta["per_worker_sas"] is (remedy[0] == "--per-worker-sas"), meta
+    assert meta["replay_window"] == (8192 if remedy[0] == "--replay-window" else None), meta
     trials = [t for t in doc["trials"] if t["dut"] == "espgw"]
     assert any(t["lost"] > 0 for t in trials), "no overloaded trial: nothing was tested"
     for t in trials:

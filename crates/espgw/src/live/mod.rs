@@ -13,6 +13,7 @@ pub mod metrics;
 mod ports;
 pub mod shared;
 pub mod spread;
+pub mod window_advice;
 pub mod worker;
 
 use crate::seq_store::SeqStore;
@@ -582,6 +583,15 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
         } else {
             "-"
         });
+    }
+    let in_order = opts.fanout == FanoutArg::Ordered;
+    if let Some(a) = window_advice::shallow_windows(&cfg, workers, in_order, opts.ring_frames) {
+        crate::warn!("replay_window_shallow", "inbound_sas" => a.count, "sa" => a.example,
+            "replay_window" => a.window, "advised" => a.wanted, "workers" => workers,
+            "fanout" => opts.fanout.name(),
+            "detail" => "one SA read on several queues can arrive further apart than its \
+                         window: those packets are dropped as replays; set replay_window to \
+                         the advised depth, or use --fanout ordered or per_worker_sas");
     }
     let store = crate::seq_store::open_for(&cfg, &opts.state)?;
     let cache = Arc::new(NeighbourCache::default());

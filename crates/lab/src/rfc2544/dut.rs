@@ -315,6 +315,7 @@ pub fn up(kind: DutKind, a: &Rfc2544Args) -> Result<Dut, String> {
                 gw1_cpus: a.gateway_cpus.as_ref().map(|g| CpuList(g.0.clone())),
                 gw2_cpus: a.gateway_cpus.as_ref().map(|g| CpuList(g.1.clone())),
                 per_worker_sas: a.per_worker_sas && kind == DutKind::Espgw,
+                replay_window: a.replay_window.filter(|_| kind == DutKind::Espgw),
                 ..Default::default()
             })?;
             let pa = plan(

@@ -116,6 +116,11 @@ pub struct Rfc2544Args {
     /// own replay window instead of one SA's numbers interleaved by gateway 1's workers.
     #[arg(long)]
     pub per_worker_sas: bool,
+    /// Every SA of the espgw DUT's built-in configurations with this replay window
+    /// (`testbed up --replay-window`; default 1024): whether a trial's replay drops come
+    /// from one SA read on several queues whose rings back up unevenly.
+    #[arg(long)]
+    pub replay_window: Option<u32>,
     /// MTU of the test bed's transport network between the gateways (espgw, kernel and
     /// strongSwan DUTs): 1500 makes the espgw gateways fragment every frame whose ESP
     /// packet would not fit (at 1518 B, two ESP packets per frame, and two fragments at the

@@ -47,6 +47,8 @@ pub struct Meta {
     pub fanout: String,
     /// Whether the espgw DUT's policies named a per-worker SA set (`--per-worker-sas`).
     pub per_worker_sas: bool,
+    /// The espgw DUT's replay window when `--replay-window` set it (else as configured).
+    pub replay_window: Option<u32>,
     /// MTU of the test bed's transport network between the gateways; `None` when no DUT
     /// of the run is on the test bed (the ceiling, the stand-in, an external DUT).
     pub wan_mtu: Option<u16>,
@@ -221,6 +223,7 @@ impl Meta {
             workers: a.workers,
             fanout: format!("{:?}", a.fanout).to_lowercase(),
             per_worker_sas: a.per_worker_sas,
+            replay_window: a.replay_window,
             wan_mtu: duts
                 .iter()
                 .any(|d| matches!(d, DutKind::Espgw | DutKind::Kernel | DutKind::Strongswan))

@@ -23,6 +23,7 @@ use crate::packages::ensure_packages;
 mod demo;
 mod ike;
 pub mod per_worker;
+pub mod replay_window;
 mod traffic;
 
 pub use demo::demo;
@@ -120,6 +121,12 @@ pub struct UpArgs {
     /// SA spread by flow hash interleaves its numbers on the wire).
     #[arg(long)]
     pub per_worker_sas: bool,
+    /// Every SA of the built-in configurations with this replay window (packets; default
+    /// as configured, 1024). Gateway 2 reads an SA on a queue per gateway-1 worker; a
+    /// window deeper than a queue's ring keeps numbers that wait in one ring while the
+    /// others move the window on.
+    #[arg(long)]
+    pub replay_window: Option<u32>,
 }
 
 impl Default for UpArgs {
@@ -143,6 +150,7 @@ impl Default for UpArgs {
             gw1_cpus: None,
             gw2_cpus: None,
             per_worker_sas: false,
+            replay_window: None,
         }
     }
 }
@@ -278,15 +286,15 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     if a.nat && a.keying != Keying::Ike {
         return Err("--nat needs --keying ike".into());
     }
-    if a.per_worker_sas
+    if (a.per_worker_sas || a.replay_window.is_some())
         && (a.dut != Dut::Espgw
             || a.keying != Keying::Static
             || a.gw1_config.is_some()
             || a.gw2_config.is_some())
     {
         return Err(
-            "--per-worker-sas changes the built-in static configurations of the espgw DUT \
-             (not with --keying ike or --gw1-config/--gw2-config)"
+            "--per-worker-sas and --replay-window change the built-in static configurations \
+             of the espgw DUT (not with --keying ike or --gw1-config/--gw2-config)"
                 .into(),
         );
     }
@@ -391,16 +399,9 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
         Dut::Kernel => kernel_gateways(true, &["gw1", "gw2"])?,
         Dut::Espgw if a.keying == Keying::Ike => ike::gateways(a)?,
         Dut::Espgw => {
-            let sets = if a.per_worker_sas { a.workers } else { 1 };
             let builtin = [
-                (
-                    "gw1",
-                    per_worker::per_worker_config(espgw_config::DEFAULT_CONFIG, sets)?,
-                ),
-                (
-                    "gw2",
-                    per_worker::per_worker_config(espgw_config::DEFAULT_PEER_CONFIG, sets)?,
-                ),
+                ("gw1", builtin_config(a, espgw_config::DEFAULT_CONFIG)?),
+                ("gw2", builtin_config(a, espgw_config::DEFAULT_PEER_CONFIG)?),
             ];
             espgw_gateways(a, &builtin, &|_| Vec::new())?
         }
@@ -411,6 +412,16 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     }
     std::fs::write(state("dut"), format!("{:?}", a.dut)).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// A built-in static configuration as --replay-window and --per-worker-sas change it.
+fn builtin_config(a: &UpArgs, text: &str) -> Result<String, String> {
+    let text = match a.replay_window {
+        Some(w) => replay_window::with_replay_window(text, w)?,
+        None => text.to_string(),
+    };
+    let sets = if a.per_worker_sas { a.workers } else { 1 };
+    per_worker::per_worker_config(&text, sets)
 }
 
 /// Sets the MTU of every interface of the transport network (before the gateways start:

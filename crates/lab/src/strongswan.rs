@@ -56,7 +56,12 @@ const SIDES: [Side; 2] = [
 #[derive(Clone, Copy)]
 pub enum Backend<'a> {
     Libipsec,
-    Espgw { socket: &'a Path },
+    /// `replay_window`: what charon gives the inbound SAs it installs (charon's own
+    /// default is 32 packets; espgw's static SAs default to 1024).
+    Espgw {
+        socket: &'a Path,
+        replay_window: u32,
+    },
 }
 
 /// The kernel-espgw plugin as charon loads it.
@@ -65,13 +70,17 @@ pub const PLUGIN: &str = "/usr/lib/ipsec/plugins/libstrongswan-kernel-espgw.so";
 fn strongswan_conf(backend: Backend<'_>) -> String {
     let (plugin, socket) = match backend {
         Backend::Libipsec => ("kernel-libipsec", String::new()),
-        Backend::Espgw { socket } => (
+        Backend::Espgw { socket, .. } => (
             "kernel-espgw",
             format!(
                 "    kernel-espgw {{\n      socket = {}\n    }}\n",
                 socket.display()
             ),
         ),
+    };
+    let window = match backend {
+        Backend::Espgw { replay_window, .. } => format!("  replay_window = {replay_window}\n"),
+        Backend::Libipsec => String::new(),
     };
     // Paths as charon sees them: /run is the instance's private directory. The IPsec
     // back-end loads before kernel-netlink (which keeps addresses and routes).
@@ -80,7 +89,7 @@ fn strongswan_conf(backend: Backend<'_>) -> String {
   load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default {plugin} kernel-netlink vici
   install_virtual_ip = no
   install_routes = {routes}
-  filelog {{
+{window}  filelog {{
     stderr {{
       default = 1
       time_format = %T
@@ -237,7 +246,7 @@ pub fn start_charon(
     // The private directory goes over /run; a keying socket under /run stays reachable at
     // its own path through a bind mount of its directory into the private one first.
     let mut script = String::new();
-    if let Backend::Espgw { socket } = backend {
+    if let Backend::Espgw { socket, .. } = backend {
         if let Some(rel) = socket.parent().and_then(|d| d.strip_prefix("/run").ok()) {
             let inner = run.join(rel);
             std::fs::create_dir_all(&inner).map_err(|e| format!("{}: {e}", inner.display()))?;

@@ -272,6 +272,7 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayE
             )));
         }
         apply_facts(&mut cfg, &shared.facts);
+        window_advice::warn_config(&cfg, shared.window_depth.as_ref());
         let merged = with_negotiated(shared, &cfg)?;
         let old = shared.tables();
         let t = build_tables(
@@ -584,15 +585,13 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
             "-"
         });
     }
-    let in_order = opts.fanout == FanoutArg::Ordered;
-    if let Some(a) = window_advice::shallow_windows(&cfg, workers, in_order, opts.ring_frames) {
-        crate::warn!("replay_window_shallow", "inbound_sas" => a.count, "sa" => a.example,
-            "replay_window" => a.window, "advised" => a.wanted, "workers" => workers,
-            "fanout" => opts.fanout.name(),
-            "detail" => "one SA read on several queues can arrive further apart than its \
-                         window: those packets are dropped as replays; set replay_window to \
-                         the advised depth, or use --fanout ordered or per_worker_sas");
-    }
+    let window_depth = window_advice::depth_due(
+        workers,
+        opts.fanout == FanoutArg::Ordered,
+        opts.ring_frames,
+        opts.fanout.name(),
+    );
+    window_advice::warn_config(&cfg, window_depth.as_ref());
     let store = crate::seq_store::open_for(&cfg, &opts.state)?;
     let cache = Arc::new(NeighbourCache::default());
     let tables = build_tables(
@@ -624,6 +623,7 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
     if opts.fanout == FanoutArg::Ordered {
         shared.crew = Some(Arc::new(spread::Crew::new(workers, opts.ordered_join)));
     }
+    shared.window_depth = window_depth;
     let keying_server = open_keying(&opts, &mut shared)?;
     let shared = Arc::new(shared);
     // Everything that needs privileges is opened here, before the switch.

@@ -62,6 +62,9 @@ pub struct Shared {
     pub keying: Option<super::keying::Keying>,
     /// With the ordered spread: which workers read the shared sockets.
     pub crew: Option<Arc<super::spread::Crew>>,
+    /// The replay window advised for inbound SAs, where several workers read one SA by
+    /// flow (`window_advice`); checked at reloads and for SAs an IKE daemon installs.
+    pub window_depth: Option<super::window_advice::Depth>,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ impl Shared {
             sa_events: Default::default(),
             keying: None,
             crew: None,
+            window_depth: None,
         }
     }
 

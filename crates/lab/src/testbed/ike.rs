@@ -248,7 +248,12 @@ pub(super) fn gateways(a: &UpArgs) -> Result<(), String> {
     for (i, g) in ["gw1", "gw2"].into_iter().enumerate() {
         let socket = keying_path(g);
         let backend = if espgws.contains(&g) {
-            Backend::Espgw { socket: &socket }
+            Backend::Espgw {
+                socket: &socket,
+                replay_window: a
+                    .replay_window
+                    .unwrap_or(espgw_config::DEFAULT_REPLAY_WINDOW),
+            }
         } else {
             Backend::Libipsec
         };

@@ -395,11 +395,16 @@ fn answer(shared: &Shared, k: &Keying, req: Request) -> Reply {
             }
         }
         Request::AddSa(a) => {
+            let inbound_window = a.inbound.then_some((a.id.spi, a.replay_window));
             let r = change(shared, k, |db| {
                 db.add_sa(*a, now, |d, s| shared.static_sa(d, s))
             });
             if r.is_ok() {
                 k.counters.sas_installed.fetch_add(1, Ordering::Relaxed);
+                if let Some((spi, window)) = inbound_window {
+                    let depth = shared.window_depth.as_ref();
+                    super::window_advice::warn_negotiated(depth, spi, window);
+                }
             }
             done(r)
         }

@@ -418,6 +418,19 @@ pub fn up(a: &UpArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A configuration text the test bed made, parsed as the gateways will (its tests' check).
+#[cfg(test)]
+pub(crate) fn parse_native(text: &str) -> espgw_config::Config {
+    use espgw_config::{parse_with, CryptoPolicy, Format};
+    parse_with(
+        text,
+        "gw.toml",
+        Some(Format::Native),
+        CryptoPolicy::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
 /// A built-in static configuration as --replay-window and --per-worker-sas change it.
 fn builtin_config(a: &UpArgs, text: &str) -> Result<String, String> {
     let text = match a.replay_window {

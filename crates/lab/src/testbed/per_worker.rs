@@ -153,22 +153,14 @@ fn policy_with_set(block: &[&str], workers: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use espgw_config::{parse_with, CryptoPolicy, Format, DEFAULT_CONFIG, DEFAULT_PEER_CONFIG};
+    use crate::testbed::parse_native as parse;
+    use espgw_config::{DEFAULT_CONFIG, DEFAULT_PEER_CONFIG};
 
     /// Both built-in configurations with a set of three: they parse; every SA has two
     /// siblings with their own SPI and key; every protect policy names the set in order;
     /// the peer's siblings match gateway 1's (same SPI, same key) so that they interoperate.
     #[test]
     fn the_built_in_configurations_get_a_set_per_policy() {
-        let parse = |text: &str| {
-            parse_with(
-                text,
-                "gw.toml",
-                Some(Format::Native),
-                CryptoPolicy::default(),
-            )
-            .unwrap_or_else(|e| panic!("{e}\n{text}"))
-        };
         let (one, peer_one) = (parse(DEFAULT_CONFIG), parse(DEFAULT_PEER_CONFIG));
         let gw1 = parse(&per_worker_config(DEFAULT_CONFIG, 3).unwrap());
         let gw2 = parse(&per_worker_config(DEFAULT_PEER_CONFIG, 3).unwrap());

@@ -39,17 +39,8 @@ pub fn with_replay_window(text: &str, window: u32) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use espgw_config::{parse_with, CryptoPolicy, Format, DEFAULT_CONFIG, DEFAULT_PEER_CONFIG};
-
-    fn parse(text: &str) -> espgw_config::Config {
-        parse_with(
-            text,
-            "gw.toml",
-            Some(Format::Native),
-            CryptoPolicy::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}\n{text}"))
-    }
+    use crate::testbed::parse_native as parse;
+    use espgw_config::{DEFAULT_CONFIG, DEFAULT_PEER_CONFIG};
 
     /// Every SA of both built-in configurations gets the new window (and nothing else
     /// changes); a per-worker set made from the result keeps it.

@@ -272,7 +272,6 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayE
             )));
         }
         apply_facts(&mut cfg, &shared.facts);
-        window_advice::warn_config(&cfg, shared.window_depth.as_ref());
         let merged = with_negotiated(shared, &cfg)?;
         let old = shared.tables();
         let t = build_tables(
@@ -298,6 +297,8 @@ pub fn reload(shared: &Shared, path: Option<PathBuf>) -> Result<String, GatewayE
             cfg.routes.len()
         );
         shared.install(t);
+        // Only once the new configuration is in force: a refused reload changes nothing.
+        window_advice::warn_config(&cfg, shared.window_depth.as_ref());
         *shared.config.lock().unwrap_or_else(|e| e.into_inner()) = cfg;
         *shared.config_path.lock().unwrap_or_else(|e| e.into_inner()) = path;
         Ok(msg)

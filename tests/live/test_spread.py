@@ -8,6 +8,7 @@ the unit tests in spread.rs drive both outcomes). Whichever it was, one SA leave
 peer), worker 1 reads only after a join, and once the flood is over worker 0 is alone again.
 Two workers reading from the start (`--ordered-join always`) are test_workers.py's."""
 import json
+import time
 
 import pytest
 
@@ -20,9 +21,12 @@ def busy_join():
     # Pinned, as in test_workers.py: a worker moved between cores would hand its frames
     # to the other core's backlog, and the kernel would reorder them. No --fanout: with two
     # workers the gateway's default is the ordered spread, joining when busy.
-    bed_up("--io", "af-packet", "--workers", "2", "--run-args=--pin")
+    # Burst pacing on (not the default), so that the flood below also proves the order
+    # with a worker's bursts sized by its speed.
+    bed_up("--io", "af-packet", "--workers", "2", "--run-args=--pin --burst-pacing on")
     log = (STATE / "gw1.log").read_text()
-    assert "event=spread workers=2 fanout=ordered ordered_join=busy" in log, log[-2000:]
+    assert ("event=spread workers=2 fanout=ordered ordered_join=busy burst_pacing=on"
+            in log), log[-2000:]
     yield
     bed_down()
 
@@ -92,6 +96,10 @@ def test_a_flood_calls_worker_one_in_and_keeps_the_order(busy_join, tmp_path):
     back = wait_for(lambda: (lambda s: s if s["engaged"] == 1 else None)(spread("gw1")),
                     timeout=5)
     assert back and back["stepped_back"] == back["joined"], spread("gw1")
+    # Burst pacing: each worker's burst size within its bounds, a full burst (64) down to
+    # an eighth of one.
+    limits = spread("gw1")["burst_limits"]
+    assert len(limits) == 2 and all(8 <= x <= 64 for x in limits), limits
 
 
 def test_always_engages_every_worker_from_the_start(tmp_path):
@@ -100,8 +108,13 @@ def test_always_engages_every_worker_from_the_start(tmp_path):
     try:
         bed_up("--io", "af-packet", "--workers", "2", "--fanout", "ordered",
                "--run-args=--pin --ordered-join always")
+        log = (STATE / "gw1.log").read_text()
+        assert "ordered_join=always burst_pacing=off" in log, log[-2000:]
+        time.sleep(0.2)  # past the workers' first report (every 50 ms)
         s = spread("gw1")
         assert (s["join"], s["engaged"]) == ("always", 2), s
+        # Without pacing (the default) no worker sizes its bursts: every burst a full one.
+        assert s["burst_limits"] == [None, None], s
         m = metrics("gw1")
         assert m["espgw_ordered_spread_workers"] == 2, m
         assert m['espgw_ordered_spread_changes_total{change="joined"}'] == 0, m

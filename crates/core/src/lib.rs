@@ -15,6 +15,7 @@
 //! - [`node`]: one worker's whole packet path: host triage, reassembly, the pipeline,
 //!   fragmentation and ICMP errors, neighbour holds;
 //! - [`order`]: one SA over several workers: bursts in arrival order;
+//! - [`pacing`]: smaller bursts for a slower worker of such a spread;
 //! - [`transmit`]: what a node hands back: frames to send, queued per port;
 //! - [`pipeline`]: a burst through the SPD, the SAs and the transforms;
 //! - [`route`]: longest-prefix match and neighbours;
@@ -38,6 +39,7 @@ pub mod host;
 pub mod neighbour;
 pub mod node;
 pub mod order;
+pub mod pacing;
 pub mod packet;
 pub mod pipeline;
 pub mod reassembly;

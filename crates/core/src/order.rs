@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::pacing::BurstPacer;
+
 /// How long a waiter spins before it yields its core (a burst takes a few microseconds; a
 /// waiter whose predecessor was descheduled should not burn its time slice).
 const SPINS_BEFORE_YIELD: u32 = 1 << 12;
@@ -83,7 +85,8 @@ impl Turnstile {
 }
 
 /// The ordering state of one input shared by several workers: the ticket counter that
-/// numbers its bursts in arrival order, and the two turnstiles.
+/// numbers its bursts in arrival order, the two turnstiles, and the burst pacing that
+/// keeps a slower worker's bursts from holding up the others ([`crate::pacing`]).
 #[derive(Debug, Default)]
 pub struct BurstOrder {
     tickets: TicketCounter,
@@ -92,6 +95,8 @@ pub struct BurstOrder {
     pub pipeline: Arc<Turnstile>,
     /// Transmit: frames handed to the port in arrival order.
     pub transmit: Arc<Turnstile>,
+    /// Each worker's cost per packet, from which it sizes its bursts.
+    pub pacer: BurstPacer,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +104,14 @@ pub struct BurstOrder {
 struct TicketCounter(AtomicU64);
 
 impl BurstOrder {
+    /// The order of one input read by `workers` workers (a pacing seat for each).
+    pub fn for_workers(workers: usize) -> Self {
+        BurstOrder {
+            pacer: BurstPacer::new(workers),
+            ..BurstOrder::default()
+        }
+    }
+
     /// Numbers the burst just received; call with the input held, so that the ticket
     /// order is the arrival order.
     pub fn ticket(&self) -> u64 {

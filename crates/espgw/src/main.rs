@@ -187,6 +187,12 @@ struct RunArgs {
     /// do) or always (every worker from the start).
     #[arg(long, value_enum, default_value = "busy")]
     ordered_join: live::JoinPolicy,
+    /// With --fanout ordered: on, each worker sizes its bursts by its own speed, so that a
+    /// worker on a slower core (shared with other work) takes smaller bursts instead of
+    /// holding up the others' turns; off (the default until measured live on many cores,
+    /// see the README's "Many cores"): every worker takes full bursts.
+    #[arg(long, value_enum, default_value = "off")]
+    burst_pacing: live::BurstPacing,
     /// Frames per ring (AF_PACKET receive and transmit rings; AF_XDP UMEM).
     #[arg(long, default_value_t = 4096)]
     ring_frames: usize,
@@ -280,6 +286,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
                     metrics: a.metrics,
                     fanout: a.fanout,
                     ordered_join: a.ordered_join,
+                    burst_pacing: a.burst_pacing,
                     ring_frames: a.ring_frames,
                     state: a.state,
                     user: a.user,
@@ -492,8 +499,12 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(
-            (a.fanout, a.ordered_join),
-            (FanoutArg::Auto, JoinPolicy::Busy)
+            (a.fanout, a.ordered_join, a.burst_pacing),
+            (
+                FanoutArg::Auto,
+                JoinPolicy::Busy,
+                super::live::BurstPacing::Off
+            )
         );
         assert_eq!(a.fanout.resolve(2), FanoutArg::Ordered);
         assert_eq!(a.fanout.resolve(1), FanoutArg::Hash);

@@ -424,6 +424,8 @@ fn show_stats(t: &Tables, shared: &Shared) -> Value {
             "joined": c.joins(),
             "stepped_back": c.leaves(),
             "not_joined_short_of_cpu": c.contended(),
+            // With burst pacing, each worker's burst size now (a slower worker's smaller).
+            "burst_limits": shared.reports.iter().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).burst_limit).collect::<Vec<_>>(),
             // Time the workers waited for their bursts' turns (summed over workers).
             "waited_ms": {
                 "pipeline": ns_to_ms(tot.pipeline.ordered_wait_ns),

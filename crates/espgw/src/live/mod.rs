@@ -36,7 +36,7 @@ use shared::{PortFacts, Shared};
 use worker::Worker;
 
 pub use error::GatewayError;
-pub use spread::JoinPolicy;
+pub use spread::{BurstPacing, JoinPolicy};
 
 pub use ports::ensure_bpffs;
 use ports::open_ports;
@@ -111,6 +111,8 @@ pub struct RunOptions {
     pub fanout: FanoutArg,
     /// With the ordered spread: when workers join it.
     pub ordered_join: JoinPolicy,
+    /// With the ordered spread: whether workers size their bursts by their speed.
+    pub burst_pacing: BurstPacing,
     pub ring_frames: usize,
     pub state: crate::seq_store::StateArgs,
     pub user: Option<String>,
@@ -515,7 +517,8 @@ fn spawn_threads(
         .into_iter()
         .enumerate()
     {
-        let w = Worker::new(id, shared.clone(), ports, spread);
+        let pacing = opts.burst_pacing == BurstPacing::On;
+        let w = Worker::new(id, shared.clone(), ports, spread, pacing);
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
         let instance = instances.pop();
         handles.push(spawn(
@@ -582,6 +585,11 @@ pub fn run(mut opts: RunOptions, provider: Arc<dyn CryptoProvider>) -> Result<()
         crate::info!("spread", "workers" => workers, "fanout" => opts.fanout.name(),
         "ordered_join" => if opts.fanout == FanoutArg::Ordered {
             opts.ordered_join.name()
+        } else {
+            "-"
+        },
+        "burst_pacing" => if opts.fanout == FanoutArg::Ordered {
+            opts.burst_pacing.name()
         } else {
             "-"
         });

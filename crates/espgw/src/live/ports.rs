@@ -363,7 +363,7 @@ pub(super) fn per_worker(
                 .collect()
         })
         .collect();
-    let order = Arc::new(BurstOrder::default());
+    let order = Arc::new(BurstOrder::for_workers(workers));
     let crew = crew.unwrap_or_else(|| Arc::new(Crew::new(workers, JoinPolicy::Always)));
     (0..workers)
         .map(|id| {

@@ -34,6 +34,8 @@ pub struct WorkerReport {
     pub host: HostCounters,
     /// Per port (index as in the configuration).
     pub ports: Vec<PortStats>,
+    /// In an ordered spread with burst pacing: the burst size this worker takes now.
+    pub burst_limit: Option<usize>,
 }
 
 pub struct Shared {

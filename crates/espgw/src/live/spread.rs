@@ -46,6 +46,26 @@ impl JoinPolicy {
     }
 }
 
+/// `--burst-pacing`: whether the workers of an ordered spread size their bursts by their
+/// speed ([`espgw_core::pacing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BurstPacing {
+    /// A slower worker takes smaller bursts, so that it does not hold up the others.
+    On,
+    /// Every worker takes full bursts.
+    Off,
+}
+
+impl BurstPacing {
+    /// The option's value, as logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BurstPacing::On => "on",
+            BurstPacing::Off => "off",
+        }
+    }
+}
+
 /// Full bursts in a row, taken by one engaged worker, after which one more worker joins.
 /// A burst comes back full only when at least a burst's worth was waiting in the ring; a
 /// few in a row mean the engaged workers fall behind, not that a scheduler delay let one

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use espgw_core::order::BurstOrder;
+use espgw_core::pacing::PacedWorker;
 use espgw_core::packet::{Packet, PacketPool};
 use espgw_core::{Node, Transmit};
 use espgw_io::poll::wait_readable;
@@ -152,17 +153,21 @@ pub struct Worker {
     order: Option<Arc<BurstOrder>>,
     crew: Option<Arc<Crew>>,
     load: Load,
+    /// In an ordered spread with `--burst-pacing on`: this worker's burst sizing.
+    pacing: Option<PacedWorker>,
 }
 
 impl Worker {
     /// `ports[i]` is this worker's access to port `i` (`None`: another worker serves it);
     /// `spread`: the ordered spread's order and crew, shared by every worker (with shared
-    /// sockets).
+    /// sockets); `pacing`: whether, in that spread, this worker sizes its bursts by its
+    /// speed.
     pub fn new(
         id: usize,
         shared: Arc<Shared>,
         ports: Vec<Option<WorkerPort>>,
         spread: Option<(Arc<BurstOrder>, Arc<Crew>)>,
+        pacing: bool,
     ) -> Self {
         let (order, crew) = spread.unzip();
         let t = shared.tables();
@@ -178,6 +183,7 @@ impl Worker {
             shared,
             ports,
             rx: Vec::with_capacity(burst),
+            pacing: (pacing && order.is_some()).then(|| PacedWorker::new(id)),
             order,
             crew,
             load: Load::new(Instant::now(), thread_cpu_time()),
@@ -203,11 +209,10 @@ impl Worker {
             let engaged = self.crew.as_ref().is_none_or(|c| c.engaged(self.id));
             let (mut work, mut full) = (0, 0);
             if engaged {
-                let burst = self.node.tables().burst;
                 for port in 0..self.ports.len() {
-                    let n = self.poll_port(port);
+                    let (n, was_full) = self.poll_port(port);
                     work += n;
-                    full += usize::from(n == burst);
+                    full += usize::from(was_full);
                 }
                 self.flush();
             }
@@ -259,21 +264,26 @@ impl Worker {
         }
     }
 
-    /// One burst from `port` through the node; returns how many packets it had. From a
-    /// shared socket the burst is ticketed and transmitted in ticket order.
-    fn poll_port(&mut self, port: usize) -> usize {
+    /// One burst from `port` through the node; returns how many packets it had, and
+    /// whether that was as many as it asked for (the socket may hold more). From a shared
+    /// socket the burst is ticketed and transmitted in ticket order, and with pacing its
+    /// size is this worker's limit.
+    fn poll_port(&mut self, port: usize) -> (usize, bool) {
         let burst = self.node.tables().burst;
+        let timing = self.pacing.as_ref().map(|p| p.start(burst));
+        let limit = timing.map_or(burst, |t| t.limit);
+        let waited_before = self.node.counters().ordered_wait_ns;
         let (rx, pool) = (&mut self.rx, self.node.pool());
         let Some(p) = self.ports[port].as_mut() else {
-            return 0;
+            return (0, false);
         };
-        let (got, ticket) = p.rx_burst(pool, rx, burst, self.order.as_deref());
+        let (got, ticket) = p.rx_burst(pool, rx, limit, self.order.as_deref());
         let n = got.unwrap_or_else(|e| {
             crate::warn!("rx_error", "worker" => self.id, "port" => port, "error" => e);
             0
         });
         if n == 0 {
-            return 0;
+            return (0, false);
         }
         if let Some(t) = ticket {
             self.node.set_ticket(t);
@@ -291,10 +301,15 @@ impl Worker {
                 self.node.count_transmit_wait(waited);
                 self.flush();
                 o.transmit.pass(t);
+                if let (Some(pacing), Some(timing)) = (&mut self.pacing, timing) {
+                    let counters = self.node.counters();
+                    let pipeline_wait = counters.ordered_wait_ns.saturating_sub(waited_before);
+                    pacing.finish(&o.pacer, timing, n, pipeline_wait + waited);
+                }
             }
             self.order = order;
         }
-        n
+        (n, n == limit)
     }
 
     fn flush(&mut self) {
@@ -335,5 +350,9 @@ impl Worker {
         r.pipeline = self.node.counters().clone();
         r.host = self.node.host_counters().clone();
         r.ports = ports;
+        r.burst_limit = self
+            .pacing
+            .as_ref()
+            .map(|p| p.limit(self.node.tables().burst));
     }
 }

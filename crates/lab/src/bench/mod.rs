@@ -89,6 +89,17 @@ pub enum BenchCmd {
         /// worker count per round, each round's scaling against its own one-worker trial.
         #[arg(long, default_value_t = 1)]
         rounds: usize,
+        /// With --workers and an ordered spread: each worker sizes its bursts by its speed,
+        /// so that a slower worker does not hold up the others (see the README's "Many
+        /// cores"). "on", "off" (the default, as `espgw run`'s), or "on,off" to measure
+        /// both in each round.
+        #[arg(long, value_delimiter = ',', default_value = "off")]
+        burst_pacing: Vec<String>,
+        /// With --workers: worker W spends NS more nanoseconds on every packet (a busy
+        /// loop while it holds the burst), as a worker on a core shared with another
+        /// tenant would; to see how a spread copes with an uneven machine. WORKER:NS.
+        #[arg(long)]
+        handicap: Option<String>,
         /// The protected traffic's family: ipv6 sends UDP over IPv6 between
         /// 2001:db8:100::10 and 2001:db8:113::20, frames of at least 74 bytes. One core only
         /// (not with --workers).
@@ -129,6 +140,25 @@ mod zeroize_free {
     }
 }
 
+/// `--burst-pacing`'s list: "on" and/or "off".
+fn parse_pacing(modes: &[String]) -> Result<Vec<bool>, String> {
+    let mut out = Vec::new();
+    for m in modes {
+        let on = match m.trim() {
+            "on" => true,
+            "off" => false,
+            other => return Err(format!("--burst-pacing takes on and/or off, not '{other}'")),
+        };
+        if !out.contains(&on) {
+            out.push(on);
+        }
+    }
+    if out.is_empty() {
+        out.push(true);
+    }
+    Ok(out)
+}
+
 pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
     match cmd {
         BenchCmd::Dataplane {
@@ -146,6 +176,8 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             pin,
             shared_library,
             rounds,
+            burst_pacing,
+            handicap,
             inner,
             outer,
         } => {
@@ -176,6 +208,11 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                     // Loading an instance maps code from a new file: not under the filter.
                     own_instances: !shared_library && !seccomp,
                     rounds,
+                    pacing: parse_pacing(&burst_pacing)?,
+                    handicap: handicap
+                        .as_deref()
+                        .map(workers::Handicap::parse)
+                        .transpose()?,
                 };
                 return workers::dataplane_workers(
                     crypto,

@@ -11,8 +11,9 @@
 //! pipeline): its rounds alternate which goes first, and each round's pipeline trial is set
 //! against that round's reference.
 
-/// The worker counts in the order round `round` (from 1) runs them.
-pub fn round_order(workers: &[usize], round: usize) -> Vec<usize> {
+/// The worker counts (or any other list of trials) in the order round `round` (from 1)
+/// runs them.
+pub fn round_order<T: Copy>(workers: &[T], round: usize) -> Vec<T> {
     if round % 2 == 1 {
         workers.to_vec()
     } else {

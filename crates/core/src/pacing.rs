@@ -1,0 +1,350 @@
+//! Burst pacing for one input spread over several workers in order: a slower worker takes
+//! smaller bursts, so that every ticket takes about the same time to go through.
+//!
+//! Why. With the ordered spread ([`crate::order`]) a burst waits at the turnstiles for
+//! every burst ticketed before it. When one worker runs slower than the others (its core
+//! shared with another tenant, a hyperthread sibling at work, a lower clock), each of its
+//! bursts holds up all the later tickets, and the workers go round in lockstep at the
+//! slowest one's pace: N workers carry N times the slowest, not the sum of their rates.
+//! If the slow worker's bursts are as much smaller as it is slower, its tickets pass as
+//! quickly as the others', and it adds what it can carry instead of holding the rest back.
+//!
+//! How. Each worker measures its own cost per packet: the time from taking a full burst
+//! to handing it to the port, less the time it waited at the turnstiles (the waiting is
+//! somebody else's slowness, not its own), smoothed over bursts. Every
+//! [`PUBLISH_EVERY`] bursts it publishes that cost in its seat, reads the other seats, and
+//! sets its burst limit to `max × fastest cost / own cost` (at least `max /`
+//! [`SMALLEST_SHARE`]). A worker within [`DEAD_ZONE`] of the fastest keeps full bursts,
+//! so that equal workers on a quiet machine never shrink a burst for noise. A seat not
+//! published for [`STALE_AFTER_MS`] (a worker that stepped back, or stalled) is left out.
+//!
+//! What it does not cure: a worker whose thread is *descheduled* while it holds a ticket
+//! still stops every later ticket until it runs again, whatever its burst's size. Only a
+//! spread in which another worker could finish that burst would; see the README's "Many
+//! cores".
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Bursts between two publications of a worker's cost (and recomputations of its limit):
+/// often enough to follow a change of speed within a millisecond, rarely enough that the
+/// seats' cache lines do not move between cores at every burst.
+pub const PUBLISH_EVERY: u32 = 16;
+/// The smallest burst is the full burst divided by this (a worker this much slower than
+/// the fastest is better off with the fixed per-burst costs of bursts this small than
+/// with even smaller ones).
+pub const SMALLEST_SHARE: usize = 8;
+/// A worker whose cost is within this factor of the fastest's keeps full bursts
+/// (expressed in eighths: 9 / 8 = 12.5 % slower).
+pub const DEAD_ZONE: (u64, u64) = (9, 8);
+/// A seat older than this is not counted as the fastest.
+pub const STALE_AFTER_MS: u64 = 100;
+/// The smoothing of a worker's cost: each burst moves it by 1 / 2^this of the difference.
+const SMOOTHING_SHIFT: u32 = 3;
+/// One burst's cost counts for at most this many times the current estimate.
+const MAX_JUMP: u64 = 2;
+/// Costs are kept in 1/16 ns per packet.
+const COST_SCALE: u64 = 16;
+
+/// The seats of one ordered input's workers: each worker's published cost per packet.
+#[derive(Debug)]
+pub struct BurstPacer {
+    seats: Box<[Seat]>,
+    /// The clock the seats' publication times count from.
+    epoch: Instant,
+}
+
+impl Default for BurstPacer {
+    /// One seat.
+    fn default() -> Self {
+        BurstPacer::new(1)
+    }
+}
+
+/// One worker's published cost and when it was published, packed into one word so that a
+/// reader never sees one without the other: the cost in the high 32 bits (1/16 ns per
+/// packet, 0 = nothing published), the time in the low 32 (ms since the pacer's epoch,
+/// wrapping).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Seat(AtomicU64);
+
+impl BurstPacer {
+    /// Seats for `workers` workers.
+    pub fn new(workers: usize) -> Self {
+        BurstPacer {
+            seats: (0..workers.max(1)).map(|_| Seat::default()).collect(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// How many seats (workers) there are.
+    pub fn seats(&self) -> usize {
+        self.seats.len()
+    }
+
+    fn now_ms(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_millis() as u64 & 0xffff_ffff
+    }
+
+    fn publish(&self, seat: usize, cost: u64, now: Instant) {
+        let cost = cost.clamp(1, u32::MAX as u64);
+        if let Some(s) = self.seats.get(seat) {
+            s.0.store((cost << 32) | self.now_ms(now), Ordering::Relaxed);
+        }
+    }
+
+    /// The lowest recently published cost, if any.
+    fn fastest(&self, now: Instant) -> Option<u64> {
+        let now_ms = self.now_ms(now);
+        self.seats
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .filter(|&v| {
+                v >> 32 != 0
+                    && (now_ms.wrapping_sub(v & 0xffff_ffff) & 0xffff_ffff) <= STALE_AFTER_MS
+            })
+            .map(|v| v >> 32)
+            .min()
+    }
+}
+
+/// One worker's side of the pacing: its smoothed cost and its current burst limit.
+#[derive(Debug, Clone)]
+pub struct PacedWorker {
+    seat: usize,
+    /// Smoothed cost per packet, 1/16 ns; 0 until the first burst.
+    cost: u64,
+    bursts: u32,
+    /// The share of a full burst this worker takes, in 1/[`LIMIT_SCALE`].
+    share: u64,
+}
+
+/// A burst being timed ([`PacedWorker::start`]): its size limit and when it began.
+#[derive(Debug, Clone, Copy)]
+pub struct BurstTiming {
+    /// How many packets the burst may take.
+    pub limit: usize,
+    started: Instant,
+}
+
+/// The burst share's fixed point: `LIMIT_SCALE` is a full burst.
+const LIMIT_SCALE: u64 = 1024;
+
+impl PacedWorker {
+    /// Worker `seat`'s side (its index among the input's workers).
+    pub fn new(seat: usize) -> Self {
+        PacedWorker {
+            seat,
+            cost: 0,
+            bursts: 0,
+            share: LIMIT_SCALE,
+        }
+    }
+
+    /// How many packets to take in the next burst, of a full burst of `max`.
+    pub fn limit(&self, max: usize) -> usize {
+        let smallest = (max / SMALLEST_SHARE).max(1);
+        ((max as u64 * self.share / LIMIT_SCALE) as usize).clamp(smallest.min(max), max)
+    }
+
+    /// Starts a burst of at most `max` packets: how many to take, and the clock for
+    /// [`PacedWorker::finish`].
+    pub fn start(&self, max: usize) -> BurstTiming {
+        BurstTiming {
+            limit: self.limit(max),
+            started: Instant::now(),
+        }
+    }
+
+    /// Ends the burst `timing` started, which brought `packets` and in which this worker
+    /// waited `waited_ns` for other workers' turns: a full burst is recorded with its time
+    /// less those waits (another worker's slowness, not this one's). A partial burst (its
+    /// input held fewer packets) is not: its time is mostly the per-burst cost, and under
+    /// such a load nobody holds anybody up.
+    pub fn finish(
+        &mut self,
+        pacer: &BurstPacer,
+        timing: BurstTiming,
+        packets: usize,
+        waited_ns: u64,
+    ) {
+        if packets != timing.limit {
+            return;
+        }
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(timing.started).as_nanos() as u64;
+        self.record(pacer, packets, elapsed.saturating_sub(waited_ns), now);
+    }
+
+    /// Records a burst of `packets` that kept this worker busy for `busy_ns` (its time
+    /// from taking the burst to handing it to the port, less its waits at the
+    /// turnstiles), and every [`PUBLISH_EVERY`] bursts publishes the cost and sets the
+    /// limit against the fastest worker's.
+    pub fn record(&mut self, pacer: &BurstPacer, packets: usize, busy_ns: u64, now: Instant) {
+        if packets == 0 {
+            return;
+        }
+        let mut sample = busy_ns.saturating_mul(COST_SCALE) / packets as u64;
+        if self.cost != 0 {
+            // One burst counts for at most twice the estimate: a thread descheduled in the
+            // middle of a burst (a stall, over before anything could be done about it)
+            // must not shrink the bursts after it; a worker that is slower for good still
+            // gets there within a few publications.
+            sample = sample.min(self.cost.saturating_mul(MAX_JUMP));
+        }
+        self.cost = if self.cost == 0 {
+            sample
+        } else if sample >= self.cost {
+            self.cost + ((sample - self.cost) >> SMOOTHING_SHIFT)
+        } else {
+            self.cost - ((self.cost - sample) >> SMOOTHING_SHIFT)
+        };
+        self.bursts += 1;
+        if self.bursts < PUBLISH_EVERY {
+            return;
+        }
+        self.bursts = 0;
+        pacer.publish(self.seat, self.cost, now);
+        self.share = match pacer.fastest(now) {
+            Some(fastest) => share_against(self.cost.max(1), fastest),
+            None => LIMIT_SCALE,
+        };
+    }
+}
+
+/// The share of a full burst (in 1/[`LIMIT_SCALE`]) for a worker of cost `own` when the
+/// fastest costs `fastest`.
+fn share_against(own: u64, fastest: u64) -> u64 {
+    if own.saturating_mul(DEAD_ZONE.1) <= fastest.saturating_mul(DEAD_ZONE.0) {
+        return LIMIT_SCALE;
+    }
+    (fastest.saturating_mul(LIMIT_SCALE) / own)
+        .clamp(LIMIT_SCALE / SMALLEST_SHARE as u64, LIMIT_SCALE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Feeds `bursts` bursts of `n` packets at `ns_per_packet` to `w`.
+    fn feed(
+        w: &mut PacedWorker,
+        p: &BurstPacer,
+        n: usize,
+        ns_per_packet: u64,
+        bursts: u32,
+        now: Instant,
+    ) {
+        for _ in 0..bursts {
+            w.record(p, n, ns_per_packet * n as u64, now);
+        }
+    }
+
+    /// A worker twice as slow as the other takes half bursts; the fast one keeps full ones.
+    #[test]
+    fn the_slower_worker_takes_bursts_as_much_smaller_as_it_is_slower() {
+        let p = BurstPacer::new(2);
+        let now = Instant::now();
+        let (mut fast, mut slow) = (PacedWorker::new(0), PacedWorker::new(1));
+        for _ in 0..8 {
+            feed(&mut fast, &p, 64, 100, PUBLISH_EVERY, now);
+            let n = slow.limit(64);
+            feed(&mut slow, &p, n, 200, PUBLISH_EVERY, now);
+        }
+        assert_eq!(fast.limit(64), 64);
+        assert_eq!(slow.limit(64), 32);
+        // Four times slower: a quarter.
+        let mut slower = PacedWorker::new(1);
+        feed(&mut slower, &p, 64, 400, 4 * PUBLISH_EVERY, now);
+        assert_eq!(slower.limit(64), 16);
+    }
+
+    /// Within the dead zone nobody's burst shrinks; far beyond the smallest share the
+    /// burst stops at it; nothing published yet means full bursts.
+    #[test]
+    fn the_edges_dead_zone_floor_and_start() {
+        let p = BurstPacer::new(2);
+        let now = Instant::now();
+        let mut w = PacedWorker::new(1);
+        assert_eq!(w.limit(64), 64);
+        let mut fast = PacedWorker::new(0);
+        feed(&mut fast, &p, 64, 100, PUBLISH_EVERY, now);
+        feed(&mut w, &p, 64, 112, 4 * PUBLISH_EVERY, now);
+        assert_eq!(w.limit(64), 64, "12 % slower is noise");
+        feed(&mut w, &p, 64, 100_000, 8 * PUBLISH_EVERY, now);
+        assert_eq!(w.limit(64), 64 / SMALLEST_SHARE);
+        assert_eq!(w.limit(4), 1);
+        assert_eq!(w.limit(1), 1);
+        // One stalled burst (a thread descheduled for 5 ms) moves the estimate by at most
+        // an eighth of itself.
+        let mut steady = PacedWorker::new(1);
+        feed(&mut steady, &p, 64, 100, PUBLISH_EVERY - 1, now);
+        steady.record(&p, 64, 5_000_000, now);
+        assert_eq!(steady.limit(64), 64, "a single stall is not slowness");
+        assert!(steady.cost <= 100 * COST_SCALE * 9 / 8, "{}", steady.cost);
+        // A partial burst (fewer packets than the limit) is not recorded.
+        let t = steady.start(64);
+        let before = steady.cost;
+        steady.finish(&p, t, t.limit - 1, 0);
+        assert_eq!(steady.cost, before);
+        // An empty burst changes nothing.
+        let before = w.cost;
+        w.record(&p, 0, 1_000_000, now);
+        assert_eq!(w.cost, before);
+    }
+
+    /// A fast worker that stopped publishing (stepped back) no longer sets the pace.
+    #[test]
+    fn a_stale_seat_is_not_the_fastest() {
+        let p = BurstPacer::new(2);
+        let t0 = Instant::now();
+        let mut gone = PacedWorker::new(0);
+        feed(&mut gone, &p, 64, 50, PUBLISH_EVERY, t0);
+        let mut w = PacedWorker::new(1);
+        feed(&mut w, &p, 64, 200, 4 * PUBLISH_EVERY, t0);
+        assert_eq!(w.limit(64), 16, "against the fast seat while it is fresh");
+        let later = t0 + Duration::from_millis(STALE_AFTER_MS + 50);
+        feed(&mut w, &p, 64, 200, PUBLISH_EVERY, later);
+        assert_eq!(w.limit(64), 64, "alone against itself");
+    }
+
+    /// Threads publishing and reading at once: every limit stays within its bounds, and
+    /// once all have published the slowest takes the share its cost gives it.
+    #[test]
+    fn concurrent_workers_keep_their_limits_in_bounds() {
+        let p = std::sync::Arc::new(BurstPacer::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let mut w = PacedWorker::new(i);
+                    for k in 0..2_000u64 {
+                        let n = w.limit(64);
+                        assert!((8..=64).contains(&n), "{n}");
+                        let ns = (100 + 100 * i as u64 + k % 7) * n as u64;
+                        w.record(&p, n, ns, Instant::now());
+                    }
+                    w
+                })
+            })
+            .collect();
+        let mut workers: Vec<PacedWorker> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let now = Instant::now();
+        for w in &mut workers {
+            let cost_ns = w.cost / COST_SCALE;
+            feed(w, &p, 64, cost_ns, PUBLISH_EVERY, now);
+        }
+        // Publish again so that each limit is set against every seat.
+        for w in &mut workers {
+            let cost_ns = w.cost / COST_SCALE;
+            feed(w, &p, 64, cost_ns, PUBLISH_EVERY, now);
+        }
+        let limits: Vec<usize> = workers.iter().map(|w| w.limit(64)).collect();
+        assert_eq!(limits[0], 64, "{limits:?}");
+        assert!((15..=17).contains(&limits[3]), "{limits:?}");
+        assert!((20..=23).contains(&limits[2]), "{limits:?}");
+    }
+}

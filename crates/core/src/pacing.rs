@@ -9,10 +9,14 @@
 //! If the slow worker's bursts are as much smaller as it is slower, its tickets pass as
 //! quickly as the others', and it adds what it can carry instead of holding the rest back.
 //!
-//! How. Each worker measures its own cost per packet: the time from taking a full burst
-//! to handing it to the port, less the time it waited at the turnstiles (the waiting is
-//! somebody else's slowness, not its own), smoothed over bursts. Every
-//! [`PUBLISH_EVERY`] bursts it publishes that cost in its seat, reads the other seats, and
+//! How. Each worker measures its own cost per packet in each full burst: the time from
+//! taking the burst to handing it to the port, less the time it waited at the turnstiles
+//! (the waiting is somebody else's slowness, not its own). Over [`PUBLISH_EVERY`] full
+//! bursts it keeps the lowest: a worker that runs slower is slow in every burst, while a
+//! thread descheduled in the middle of a few bursts (a busy neighbour on its CPU, more
+//! workers than CPUs) ran at its own speed in the others, and must not be taken for slow
+//! (its bursts shrinking would only add per-burst costs to its stalls). It smooths those
+//! window minima, publishes the result in its seat, reads the other seats, and
 //! sets its burst limit to `max × fastest cost / own cost` (at least `max /`
 //! [`SMALLEST_SHARE`]). A worker within [`DEAD_ZONE`] of the fastest keeps full bursts,
 //! so that equal workers on a quiet machine never shrink a burst for noise. A seat not
@@ -39,10 +43,9 @@ pub const SMALLEST_SHARE: usize = 8;
 pub const DEAD_ZONE: (u64, u64) = (9, 8);
 /// A seat older than this is not counted as the fastest.
 pub const STALE_AFTER_MS: u64 = 100;
-/// The smoothing of a worker's cost: each burst moves it by 1 / 2^this of the difference.
-const SMOOTHING_SHIFT: u32 = 3;
-/// One burst's cost counts for at most this many times the current estimate.
-const MAX_JUMP: u64 = 2;
+/// The smoothing of a worker's cost: each window's minimum moves it by 1 / 2^this of the
+/// difference.
+const SMOOTHING_SHIFT: u32 = 1;
 /// Costs are kept in 1/16 ns per packet.
 const COST_SCALE: u64 = 16;
 
@@ -113,9 +116,11 @@ impl BurstPacer {
 #[derive(Debug, Clone)]
 pub struct PacedWorker {
     seat: usize,
-    /// Smoothed cost per packet, 1/16 ns; 0 until the first burst.
+    /// Smoothed cost per packet, 1/16 ns; 0 until the first window ends.
     cost: u64,
+    /// Full bursts recorded in the current window, and the lowest cost among them.
     bursts: u32,
+    window_min: u64,
     /// The share of a full burst this worker takes, in 1/[`LIMIT_SCALE`].
     share: u64,
 }
@@ -138,6 +143,7 @@ impl PacedWorker {
             seat,
             cost: 0,
             bursts: 0,
+            window_min: u64::MAX,
             share: LIMIT_SCALE,
         }
     }
@@ -177,34 +183,29 @@ impl PacedWorker {
         self.record(pacer, packets, elapsed.saturating_sub(waited_ns), now);
     }
 
-    /// Records a burst of `packets` that kept this worker busy for `busy_ns` (its time
-    /// from taking the burst to handing it to the port, less its waits at the
-    /// turnstiles), and every [`PUBLISH_EVERY`] bursts publishes the cost and sets the
-    /// limit against the fastest worker's.
+    /// Records a full burst of `packets` that kept this worker busy for `busy_ns` (its
+    /// time from taking the burst to handing it to the port, less its waits at the
+    /// turnstiles); every [`PUBLISH_EVERY`] bursts folds the window's lowest cost into the
+    /// estimate, publishes it and sets the limit against the fastest worker's.
     pub fn record(&mut self, pacer: &BurstPacer, packets: usize, busy_ns: u64, now: Instant) {
         if packets == 0 {
             return;
         }
-        let mut sample = busy_ns.saturating_mul(COST_SCALE) / packets as u64;
-        if self.cost != 0 {
-            // One burst counts for at most twice the estimate: a thread descheduled in the
-            // middle of a burst (a stall, over before anything could be done about it)
-            // must not shrink the bursts after it; a worker that is slower for good still
-            // gets there within a few publications.
-            sample = sample.min(self.cost.saturating_mul(MAX_JUMP));
-        }
-        self.cost = if self.cost == 0 {
-            sample
-        } else if sample >= self.cost {
-            self.cost + ((sample - self.cost) >> SMOOTHING_SHIFT)
-        } else {
-            self.cost - ((self.cost - sample) >> SMOOTHING_SHIFT)
-        };
+        let sample = (busy_ns.saturating_mul(COST_SCALE) / packets as u64).max(1);
+        self.window_min = self.window_min.min(sample);
         self.bursts += 1;
         if self.bursts < PUBLISH_EVERY {
             return;
         }
+        let lowest = std::mem::replace(&mut self.window_min, u64::MAX);
         self.bursts = 0;
+        self.cost = if self.cost == 0 {
+            lowest
+        } else if lowest >= self.cost {
+            self.cost + ((lowest - self.cost) >> SMOOTHING_SHIFT)
+        } else {
+            self.cost - ((self.cost - lowest) >> SMOOTHING_SHIFT)
+        };
         pacer.publish(self.seat, self.cost, now);
         self.share = match pacer.fastest(now) {
             Some(fastest) => share_against(self.cost.max(1), fastest),
@@ -277,13 +278,17 @@ mod tests {
         assert_eq!(w.limit(64), 64 / SMALLEST_SHARE);
         assert_eq!(w.limit(4), 1);
         assert_eq!(w.limit(1), 1);
-        // One stalled burst (a thread descheduled for 5 ms) moves the estimate by at most
-        // an eighth of itself.
+        // Stalled bursts (a thread descheduled for 5 ms in each of half its bursts) do
+        // not move the estimate: the window keeps its undisturbed bursts' cost.
         let mut steady = PacedWorker::new(1);
-        feed(&mut steady, &p, 64, 100, PUBLISH_EVERY - 1, now);
-        steady.record(&p, 64, 5_000_000, now);
-        assert_eq!(steady.limit(64), 64, "a single stall is not slowness");
-        assert!(steady.cost <= 100 * COST_SCALE * 9 / 8, "{}", steady.cost);
+        for _ in 0..4 {
+            for k in 0..PUBLISH_EVERY {
+                let ns = if k % 2 == 0 { 5_000_000 } else { 100 * 64 };
+                steady.record(&p, 64, ns, now);
+            }
+        }
+        assert_eq!(steady.limit(64), 64, "stalls are not slowness");
+        assert_eq!(steady.cost, 100 * COST_SCALE);
         // A partial burst (fewer packets than the limit) is not recorded.
         let t = steady.start(64);
         let before = steady.cost;

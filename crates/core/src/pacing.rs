@@ -81,11 +81,6 @@ impl BurstPacer {
         }
     }
 
-    /// How many seats (workers) there are.
-    pub fn seats(&self) -> usize {
-        self.seats.len()
-    }
-
     fn now_ms(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.epoch).as_millis() as u64 & 0xffff_ffff
     }
@@ -187,7 +182,7 @@ impl PacedWorker {
     /// time from taking the burst to handing it to the port, less its waits at the
     /// turnstiles); every [`PUBLISH_EVERY`] bursts folds the window's lowest cost into the
     /// estimate, publishes it and sets the limit against the fastest worker's.
-    pub fn record(&mut self, pacer: &BurstPacer, packets: usize, busy_ns: u64, now: Instant) {
+    fn record(&mut self, pacer: &BurstPacer, packets: usize, busy_ns: u64, now: Instant) {
         if packets == 0 {
             return;
         }

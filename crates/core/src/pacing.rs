@@ -12,10 +12,11 @@
 //! How. Each worker measures its own cost per packet in one full burst of every
 //! [`TIME_EVERY`]: the time from taking the burst to handing it to the port, less the time
 //! it waited at the turnstiles (the waiting is somebody else's slowness, not its own).
-//! Over [`PUBLISH_EVERY`] timed bursts it keeps the lowest: a worker that runs slower is slow in every burst, while a
-//! thread descheduled in the middle of a few bursts (a busy neighbour on its CPU, more
-//! workers than CPUs) ran at its own speed in the others, and must not be taken for slow
-//! (its bursts shrinking would only add per-burst costs to its stalls). It smooths those
+//! Over [`PUBLISH_EVERY`] timed bursts it keeps the lowest: a worker that runs slower is
+//! slow in every burst, while a thread descheduled in the middle of a few bursts (a busy
+//! neighbour on its CPU, more workers than CPUs) ran at its own speed in the others, and
+//! must not be taken for slow (its bursts shrinking would only add per-burst costs to its
+//! stalls). It smooths those
 //! window minima, publishes the result in its seat, reads the other seats, and
 //! sets its burst limit to `max × fastest cost / own cost` (at least `max /`
 //! [`SMALLEST_SHARE`]). A worker within [`DEAD_ZONE`] of the fastest keeps full bursts,
@@ -34,9 +35,9 @@ use std::time::Instant;
 /// workers' rate at 64 bytes (on a quiet 2-core VM, 2026-11-29), and a worker's speed does
 /// not change from one burst to the next.
 pub const TIME_EVERY: u32 = 4;
-/// Timed bursts between two publications of a worker's cost (and recomputations of its limit):
-/// often enough to follow a change of speed within a millisecond, rarely enough that the
-/// seats' cache lines do not move between cores at every burst.
+/// Timed bursts between two publications of a worker's cost (and recomputations of its
+/// limit): often enough to follow a change of speed within a millisecond, rarely enough
+/// that the seats' cache lines do not move between cores at every burst.
 pub const PUBLISH_EVERY: u32 = 16;
 /// The smallest burst is the full burst divided by this (a worker this much slower than
 /// the fastest is better off with the fixed per-burst costs of bursts this small than

@@ -45,7 +45,15 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.85 or newer) is required" >&2; exit 1; }
+# The oldest Rust the workspace builds with is Cargo.toml's rust-version (scripts/test.sh
+# checks the workspace with exactly that toolchain); say so before cargo fails deep in a build.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "$0")/../Cargo.toml")
+command -v cargo >/dev/null || { echo "install-deps: cargo (Rust $msrv or newer) is required" >&2; exit 1; }
+have=$(rustc --version | awk '{print $2}')
+if [ "$(printf '%s\n%s\n' "$msrv" "${have%%-*}" | sort -V | head -1)" != "$msrv" ]; then
+  echo "install-deps: rustc $have is older than $msrv, the oldest this workspace builds with (rustup update)" >&2
+  exit 1
+fi
 [ "$mode" = all ] || exit 0
 if ! cargo deb --version >/dev/null 2>&1; then
   echo "install-deps: installing cargo-deb (cargo install)"

@@ -15,6 +15,7 @@ lab=$target/release/espgw-lab
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q # no broken or private doc links
 echo "== build"
 cargo build --release -q
 echo "== Rust tests"
@@ -23,6 +24,16 @@ echo "== the gateway binary links no lab code (plotting, histograms)"
 if cargo tree -p espgw -e normal --prefix none | grep -E "^(resvg|tiny-skia|hdrhistogram|espgw-lab) "; then
   echo "espgw's dependency tree holds lab crates" >&2
   exit 1
+fi
+echo "== the oldest Rust the README promises (Cargo.toml's rust-version) builds every crate"
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+[[ $msrv == *.*.* ]] || msrv=$msrv.0 # rustup names the toolchain 1.88.0, not 1.88
+if command -v rustup >/dev/null; then
+  rustup toolchain list | grep -q "^$msrv-" || rustup toolchain install "$msrv" --profile minimal
+  CARGO_TARGET_DIR="$target/msrv" cargo "+$msrv" check --workspace --all-targets --locked -q
+  echo "rustc $msrv: cargo check --workspace --all-targets passed"
+else
+  echo "NOT CHECKED: no rustup to fetch Rust $msrv; only $(rustc --version) was tested" >&2
 fi
 echo "== dependencies: licences, bans, sources (cargo deny)"
 # The advisories check needs the RustSec database from GitHub, which these machines cannot

@@ -159,7 +159,7 @@ fn seq_hi(seq: u64, esn: bool) -> Option<u32> {
     esn.then_some((seq >> 32) as u32)
 }
 
-/// One packet's part in a burst's ICV computation, prepared in place ([`prepare`]): where
+/// One packet's part in a burst's ICV computation, prepared in place (`prepare`): where
 /// its saved front (the headers through the ICV, as they were) lies in the burst's arena,
 /// its AES-GMAC IV, where its ICV sits, and how many bytes were appended for the ICV.
 #[derive(Debug, Clone, Copy)]
@@ -240,7 +240,7 @@ fn prepare(
     }
 }
 
-/// Undoes [`prepare`]: the appended bytes taken off, the headers and the ICV field as they
+/// Undoes `prepare`: the appended bytes taken off, the headers and the ICV field as they
 /// were.
 pub fn restore(pkt: &mut Packet, job: &IcvJob, arena: &[u8]) {
     if job.appended > 0 {
@@ -265,8 +265,8 @@ pub struct Protected {
 
 /// Adds AH for `sa` (whose key is `key`) with sequence number `seq` to the IP packet in
 /// `pkt` (plaintext, or an ESP packet when AH is the outer SA of a bundle), all but the
-/// ICV, and prepares the packet in place for it ([`prepare`]), for the burst's ICVs to be
-/// computed together; then [`restore`] and [`write_icv`]. Inlined, as [`prepare`] is: its
+/// ICV, and prepares the packet in place for it (`prepare`), for the burst's ICVs to be
+/// computed together; then [`restore`] and [`write_icv`]. Inlined, as `prepare` is: its
 /// result, returned through memory, was read back before it had landed (`perf`, AH
 /// AES-XCBC-MAC-96 at 64 B: a third of the burst loop's own time at that one load).
 #[inline(always)]
@@ -487,9 +487,9 @@ pub fn classify(
 }
 
 /// Prepares the AH packet in `pkt` (trimmed to its IP length) in place for its ICV with
-/// the full sequence number `seq` ([`prepare`]: what changes is saved to `arena`), for the
+/// the full sequence number `seq` (`prepare`: what changes is saved to `arena`), for the
 /// burst's ICVs to be computed together; then [`is_authentic`] and [`restore`]. Inlined,
-/// as [`prepare`] is, for the same reason.
+/// as `prepare` is, for the same reason.
 #[inline(always)]
 pub fn stage_verify(
     pkt: &mut Packet,
@@ -507,7 +507,7 @@ pub fn stage_verify(
     prepare(pkt, at, key, seq_hi(seq, esn), arena)
 }
 
-/// Whether the ICV the packet arrived with (saved in `arena` by [`prepare`]) is `icv`
+/// Whether the ICV the packet arrived with (saved in `arena` by `prepare`) is `icv`
 /// (computed for `job`), compared in constant time; a missing ICV is not authentic.
 pub fn is_authentic(arena: &[u8], job: &IcvJob, icv: Option<&[u8]>, icv_len: usize) -> bool {
     let received = arena.get(job.saved_at + job.icv_at..job.saved_at + job.icv_at + icv_len);

@@ -10,7 +10,7 @@
 //! - Outbound: the file records `next`, the first number not yet reserved. Before the data
 //!   path may use numbers up to `c`, `next = c + 1` is written and fsync'd (file, then
 //!   directory), and only then is the SA's ceiling raised to `c` (`SaState::reserve_to`).
-//!   Blocks of [`SeqStore::block`] numbers are reserved ahead, and renewed when less than
+//!   Blocks of `SeqStore::block` numbers are reserved ahead, and renewed when less than
 //!   half a block is left, so the data path rarely waits; if it does reach the ceiling,
 //!   packets are dropped as `seq_unreserved`, never sent with an unreserved number. A crash
 //!   loses at most the rest of a block; a restart resumes at `next`.

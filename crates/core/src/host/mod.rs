@@ -286,13 +286,13 @@ fn fast_decision_v6(
     Some(true)
 }
 
-/// [`ipv4_fast`]'s decision for a frame whose headers the pipeline has read already
+/// `ipv4_fast`'s decision for a frame whose headers the pipeline has read already
 /// (`info`, from [`crate::flow::parse_ipv4_no_options`] behind an untagged Ethernet header:
-/// the frame [`ipv4_fast`] looks at, its checksum right), taken from the parsed fields, so
+/// the frame `ipv4_fast` looks at, its checksum right), taken from the parsed fields, so
 /// that one read of the header serves both: `Some(ttl_due)` where `ipv4_fast` would give
 /// the pipeline the frame, `None` where the general path decides.
 ///
-/// Likewise [`ipv6_fast`]'s for an IPv6 frame the pipeline read
+/// Likewise `ipv6_fast`'s for an IPv6 frame the pipeline read
 /// ([`crate::flow::parse_ipv6_no_extensions`]: no extension headers, payload length fits).
 #[inline(always)]
 pub fn triage_parsed(info: &IpInfo, port: u16, t: &Tables, hop: HopLimit) -> Option<bool> {

@@ -31,7 +31,7 @@ struct espgw_aead_op {
 _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
 /* The longest text (bytes) the batch path takes; longer goes to the library. */
-#define ESPGW_GCM_BATCH_TEXT_MAX 64
+#define ESPGW_GCM_BATCH_TEXT_MAX 128
 /* Bytes of a key's batch data (powers of its hash key). Mirrors src/ipsec_mb.rs. */
 #define ESPGW_GCM_BATCH_KEY_SIZE 320
 

@@ -314,7 +314,7 @@ mod imp {
         Direct,
         /// The job API, a burst at a time (what DPDK's aesni_gcm driver uses).
         Job,
-        /// The direct API, with AES-GCM packets of up to 64 bytes of text sealed and
+        /// The direct API, with AES-GCM packets of up to 128 bytes of text sealed and
         /// opened four at a time by espgw's own kernel (`csrc/gcm_batch.c`) where the
         /// CPU has AVX-512, VAES and VPCLMULQDQ (the default).
         Batch,

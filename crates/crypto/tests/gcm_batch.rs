@@ -2,8 +2,9 @@
 //! intel-ipsec-mb's one-packet direct API and against aws-lc-rs (an independent
 //! implementation): random bursts of AES-128/192/256-GCM ESP packets with 8-, 12- and
 //! 16-byte ICVs, with and without ESN (8- and 12-byte AAD), texts on both sides of the
-//! kernel's 240-byte limit; all three seal to the same bytes, each opens what the others
-//! sealed, and a tampered packet fails alone.
+//! kernel's limits (64 bytes for its four-block groups, 128 for its eight-block ones); all
+//! three seal to the same bytes, each opens what the others sealed, and a tampered packet
+//! fails alone.
 
 use std::sync::Arc;
 
@@ -150,8 +151,8 @@ proptest! {
     }
 }
 
-/// Every text length from 0 to 260 bytes (across the kernel's 240-byte limit, so one
-/// burst mixes the kernel and the library), every suite, with and without ESN, every
+/// Every text length from 4 to 260 bytes (across the kernel's 64- and 128-byte limits, so
+/// one burst mixes both of its groups and the library), every suite, with and without ESN, every
 /// seventh packet's ICV broken.
 #[test]
 fn every_length_across_the_limit_agrees() {

@@ -763,4 +763,91 @@ mod imp {
             }
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The batch kernel takes exactly the texts of 0-128 bytes (four-block groups up to
+        /// 64, eight-block ones above) and leaves longer ones pending for the library;
+        /// what it seals, it opens as authentic, and a flipped tag byte is forged. (Whether
+        /// its bytes are right is `tests/gcm_batch.rs`, against the library and aws-lc-rs.)
+        #[test]
+        fn the_kernel_takes_texts_up_to_128_bytes() {
+            if !GcmBatchKey::supported() {
+                eprintln!("no AVX-512/VAES/VPCLMULQDQ here: the batch kernel does not run");
+                return;
+            }
+            let data = GcmKeyData::precompute(&[0x42; 16]).unwrap();
+            let batch = GcmBatchKey::new(&data, 16).unwrap();
+            let lens: Vec<usize> = (0..=160).collect();
+            let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![l as u8; l + 16]).collect();
+            let mut ops: Vec<RawAeadOp> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| {
+                    let len = b.len() - 16;
+                    let mut op = RawAeadOp::UNUSED;
+                    op.tag = b[len..].as_mut_ptr();
+                    op.text = b.as_mut_ptr();
+                    op.len = len as u64;
+                    op.iv[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                    op.aad[..8].copy_from_slice(&[1, 2, 3, 4, 0, 0, 0, i as u8]);
+                    op.aad_len = 8;
+                    op.tag_len = 16;
+                    op
+                })
+                .collect();
+            let run = |ops: &mut [RawAeadOp], encrypt: bool| {
+                // SAFETY: every op points into its own live buffer of len + 16 bytes (the
+                // text, then the tag), which nothing else borrows during the call; the key
+                // data and the batch data are live and of the sizes the kernel expects.
+                unsafe {
+                    espgw_gcm_batch(
+                        batch.0.as_ptr(),
+                        data.as_ptr().cast(),
+                        16,
+                        c_int::from(encrypt),
+                        ops.as_mut_ptr(),
+                        ops.len() as u32,
+                    )
+                }
+            };
+            assert_eq!(run(&mut ops, true), 129, "sealed: the texts of 0-128 bytes");
+            for (op, &l) in ops.iter().zip(&lens) {
+                let want = if l <= 128 { OP_DONE } else { -1 };
+                assert_eq!(op.status, want, "seal, {l} bytes of text");
+            }
+            for (op, b) in ops.iter_mut().zip(&mut bufs) {
+                op.status = -1;
+                if op.len == 100 {
+                    let last = b.len() - 1;
+                    b[last] ^= 1;
+                }
+            }
+            assert_eq!(
+                run(&mut ops, false),
+                129,
+                "opened: the texts of 0-128 bytes"
+            );
+            for (op, &l) in ops.iter().zip(&lens) {
+                let want = match l {
+                    100 => OP_FORGED,
+                    0..=128 => OP_AUTHENTIC,
+                    _ => -1,
+                };
+                assert_eq!(op.status, want, "open, {l} bytes of text");
+            }
+            for (b, &l) in bufs
+                .iter()
+                .zip(&lens)
+                .filter(|(_, &l)| l <= 128 && l != 100)
+            {
+                assert!(
+                    b[..l].iter().all(|&x| x == l as u8),
+                    "{l} bytes: text restored"
+                );
+            }
+        }
+    }
 }

@@ -284,7 +284,10 @@ TARGET static inline void run_four(const struct round_keys *rk, const uint8_t *h
         mk[i] = first_bytes(o[i]->len);
         mk2[i] = wide ? first_bytes(o[i]->len - 64) : 0;
         __m512i t = _mm512_maskz_loadu_epi8(mk[i], o[i]->text);
-        __m512i t2 = _mm512_maskz_loadu_epi8(mk2[i], o[i]->text + 64);
+        /* Only a wide text reaches past its 64th byte (forming text + 64 for a shorter one
+         * would point past its buffer). */
+        __m512i t2 = wide ? _mm512_maskz_loadu_epi8(mk2[i], o[i]->text + 64)
+                          : _mm512_setzero_si512();
         x[i] = _mm512_maskz_mov_epi8(mk[i], _mm512_xor_si512(t, s[i]));
         x2[i] = wide ? _mm512_maskz_mov_epi8(mk2[i], _mm512_xor_si512(t2, s[5 + i]))
                      : _mm512_setzero_si512();

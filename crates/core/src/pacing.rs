@@ -12,7 +12,9 @@
 //! How. Each worker measures its own cost per packet in one full burst of every
 //! [`TIME_EVERY`]: the time from taking the burst to handing it to the port, less the time
 //! it waited at the turnstiles (the waiting is somebody else's slowness, not its own).
-//! Over [`PUBLISH_EVERY`] timed bursts it keeps the lowest: a worker that runs slower is
+//! Over a window of [`PUBLISH_EVERY`] timed bursts (or of at least [`MIN_WINDOW`] once
+//! [`WINDOW_MS`] have passed, so that a slow worker, whose bursts take long, still
+//! publishes every few milliseconds) it keeps the lowest: a worker that runs slower is
 //! slow in every burst, while a thread descheduled in the middle of a few bursts (a busy
 //! neighbour on its CPU, more workers than CPUs) ran at its own speed in the others, and
 //! must not be taken for slow (its bursts shrinking would only add per-burst costs to its
@@ -21,7 +23,12 @@
 //! sets its burst limit to `max × fastest cost / own cost` (at least `max /`
 //! [`SMALLEST_SHARE`]). A worker within [`DEAD_ZONE`] of the fastest keeps full bursts,
 //! so that equal workers on a quiet machine never shrink a burst for noise. A seat not
-//! published for [`STALE_AFTER_MS`] (a worker that stepped back, or stalled) is left out.
+//! published for [`STALE_AFTER_MS`], or for [`STALE_WINDOWS`] times the reader's own last
+//! window if that is longer (up to [`STALE_MAX_MS`]), is left out (a worker that stepped
+//! back, or stalled). The second bound is there because workers held in lockstep by a
+//! slow one fill their windows only as fast as it does: on a loaded machine that took
+//! 160 ms, the fast seat always looked stale to the slow worker, and pacing never began
+//! (CI, 2026-11-29).
 //!
 //! What it does not cure: a worker whose thread is *descheduled* while it holds a ticket
 //! still stops every later ticket until it runs again, whatever its burst's size. Only a
@@ -46,8 +53,19 @@ pub const SMALLEST_SHARE: usize = 8;
 /// A worker whose cost is within this factor of the fastest's keeps full bursts
 /// (expressed in eighths: 9 / 8 = 12.5 % slower).
 pub const DEAD_ZONE: (u64, u64) = (9, 8);
-/// A seat older than this is not counted as the fastest.
+/// A window of timed bursts also closes once it is this old and holds [`MIN_WINDOW`]
+/// bursts: a worker 20 µs a packet slower takes 40 ms or more for [`PUBLISH_EVERY`].
+pub const WINDOW_MS: u64 = 10;
+/// The fewest timed bursts a window closed by [`WINDOW_MS`] holds (its minimum must
+/// still pass over a stall or two).
+pub const MIN_WINDOW: u32 = 4;
+/// A seat older than this is not counted as the fastest...
 pub const STALE_AFTER_MS: u64 = 100;
+/// ...unless this many of the reader's own windows took longer (its bursts, and so
+/// everybody's in lockstep with it, are slow)...
+pub const STALE_WINDOWS: u64 = 4;
+/// ...but a seat older than this is never counted.
+pub const STALE_MAX_MS: u64 = 1_000;
 /// The smoothing of a worker's cost: each window's minimum moves it by 1 / 2^this of the
 /// difference.
 const SMOOTHING_SHIFT: u32 = 1;
@@ -97,15 +115,14 @@ impl BurstPacer {
         }
     }
 
-    /// The lowest recently published cost, if any.
-    fn fastest(&self, now: Instant) -> Option<u64> {
+    /// The lowest cost published in the last `max_age_ms`, if any.
+    fn fastest(&self, now: Instant, max_age_ms: u64) -> Option<u64> {
         let now_ms = self.now_ms(now);
         self.seats
             .iter()
             .map(|s| s.0.load(Ordering::Relaxed))
             .filter(|&v| {
-                v >> 32 != 0
-                    && (now_ms.wrapping_sub(v & 0xffff_ffff) & 0xffff_ffff) <= STALE_AFTER_MS
+                v >> 32 != 0 && (now_ms.wrapping_sub(v & 0xffff_ffff) & 0xffff_ffff) <= max_age_ms
             })
             .map(|v| v >> 32)
             .min()
@@ -118,9 +135,11 @@ pub struct PacedWorker {
     seat: usize,
     /// Smoothed cost per packet, 1/16 ns; 0 until the first window ends.
     cost: u64,
-    /// Full bursts recorded in the current window, and the lowest cost among them.
+    /// Full bursts recorded in the current window, the lowest cost among them, and when
+    /// its first was recorded.
     bursts: u32,
     window_min: u64,
+    window_started: Option<Instant>,
     /// The share of a full burst this worker takes, in 1/[`LIMIT_SCALE`].
     share: u64,
     /// Full bursts finished: the next one is timed when this is a multiple of
@@ -148,6 +167,7 @@ impl PacedWorker {
             cost: 0,
             bursts: 0,
             window_min: u64::MAX,
+            window_started: None,
             share: LIMIT_SCALE,
             full_bursts: 0,
         }
@@ -198,8 +218,9 @@ impl PacedWorker {
 
     /// Records a full burst of `packets` that kept this worker busy for `busy_ns` (its
     /// time from taking the burst to handing it to the port, less its waits at the
-    /// turnstiles); every [`PUBLISH_EVERY`] bursts folds the window's lowest cost into the
-    /// estimate, publishes it and sets the limit against the fastest worker's.
+    /// turnstiles); when the window closes ([`PUBLISH_EVERY`] bursts, or [`MIN_WINDOW`]
+    /// over [`WINDOW_MS`]) folds its lowest cost into the estimate, publishes it and sets
+    /// the limit against the fastest worker's.
     fn record(&mut self, pacer: &BurstPacer, packets: usize, busy_ns: u64, now: Instant) {
         if packets == 0 {
             return;
@@ -207,11 +228,14 @@ impl PacedWorker {
         let sample = (busy_ns.saturating_mul(COST_SCALE) / packets as u64).max(1);
         self.window_min = self.window_min.min(sample);
         self.bursts += 1;
-        if self.bursts < PUBLISH_EVERY {
+        let started = *self.window_started.get_or_insert(now);
+        let window_ms = now.saturating_duration_since(started).as_millis() as u64;
+        if self.bursts < PUBLISH_EVERY && (self.bursts < MIN_WINDOW || window_ms < WINDOW_MS) {
             return;
         }
         let lowest = std::mem::replace(&mut self.window_min, u64::MAX);
         self.bursts = 0;
+        self.window_started = None;
         self.cost = if self.cost == 0 {
             lowest
         } else if lowest >= self.cost {
@@ -220,7 +244,10 @@ impl PacedWorker {
             self.cost - ((self.cost - lowest) >> SMOOTHING_SHIFT)
         };
         pacer.publish(self.seat, self.cost, now);
-        self.share = match pacer.fastest(now) {
+        let max_age_ms = window_ms
+            .saturating_mul(STALE_WINDOWS)
+            .clamp(STALE_AFTER_MS, STALE_MAX_MS);
+        self.share = match pacer.fastest(now, max_age_ms) {
             Some(fastest) => share_against(self.cost.max(1), fastest),
             None => LIMIT_SCALE,
         };
@@ -352,6 +379,43 @@ mod tests {
         let later = t0 + Duration::from_millis(STALE_AFTER_MS + 50);
         feed(&mut w, &p, 64, 200, PUBLISH_EVERY, later);
         assert_eq!(w.limit(64), 64, "alone against itself");
+    }
+
+    /// A slow worker's window closes on time, not only on count, and a seat as old as a
+    /// few of the reader's own windows still counts: workers in lockstep behind a slow
+    /// one publish as rarely as it does (on a loaded 2-core machine, every 160 ms).
+    #[test]
+    fn slow_windows_close_on_time_and_see_seats_as_old_as_they_are() {
+        let p = BurstPacer::new(2);
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut fast = PacedWorker::new(0);
+        feed(&mut fast, &p, 64, 50, PUBLISH_EVERY, t0);
+        // Slow bursts, 20 ms apart: MIN_WINDOW of them span 60 ms, and close the window.
+        let mut slow = PacedWorker::new(1);
+        for k in 0..MIN_WINDOW as u64 {
+            assert_eq!(slow.cost, 0, "window closed after {k} bursts");
+            slow.record(&p, 64, 400 * 64, ms(100 + 20 * k));
+        }
+        assert_eq!(
+            slow.cost,
+            400 * COST_SCALE,
+            "closed after {MIN_WINDOW} bursts"
+        );
+        // The fast seat is 160 ms old, past STALE_AFTER_MS, but the slow worker's own
+        // window took 60 ms: the seat counts, and the burst shrinks to an eighth.
+        assert_eq!(slow.limit(64), 64 / SMALLEST_SHARE);
+        // A window of bursts recorded together does not close before PUBLISH_EVERY.
+        let mut quick = PacedWorker::new(1);
+        feed(&mut quick, &p, 64, 400, PUBLISH_EVERY - 1, ms(200));
+        assert_eq!(quick.cost, 0);
+        // A seat older than STALE_MAX_MS never counts, however slow the reader.
+        let mut late = PacedWorker::new(1);
+        for k in 0..MIN_WINDOW as u64 {
+            late.record(&p, 64, 400 * 64, ms(STALE_MAX_MS + 1 + 400 * k));
+        }
+        assert_ne!(late.cost, 0);
+        assert_eq!(late.limit(64), 64, "alone against itself");
     }
 
     /// Threads publishing and reading at once: every limit stays within its bounds, and

@@ -1167,15 +1167,17 @@ mod tests {
         }
     }
 
-    /// One SA over two workers, worker 1 much slower than worker 0 (20 µs a packet): with
+    /// One SA over two workers, worker 1 much slower than worker 0 (5 µs a packet): with
     /// pacing the slow worker takes smaller bursts and so carries under half the fast
     /// one's packets; with and without it everything leaves, in order, both ways. (What
-    /// pacing gains in throughput is the benchmark's to say, not a timed test's.)
+    /// pacing gains in throughput is the benchmark's to say, not a timed test's.) The
+    /// handicap was 20 µs until CI, its 2 cores busy with other tests, made every burst
+    /// take 2.5 ms: the pacing never settled within the 0.3 s trial (2026-11-29).
     #[test]
     fn a_slow_worker_paced_carries_less_and_the_order_holds() {
         let (t1, t2) = gcm_pair();
-        let slow = Handicap::parse("1:20000").unwrap();
-        assert_eq!((slow.worker, slow.ns_per_packet), (1, 20_000));
+        let slow = Handicap::parse("1:5000").unwrap();
+        assert_eq!((slow.worker, slow.ns_per_packet), (1, 5_000));
         for dir in [Direction::Out, Direction::In] {
             for pacing in [false, true] {
                 let (ins, order) = inputs(&t2, "64", dir, 1, 2, Spread::Ordered, &[]).unwrap();

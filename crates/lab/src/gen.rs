@@ -8,6 +8,8 @@ use espgw_wire::ipv4::{self, Ipv4Repr};
 use espgw_wire::ipv6::{self, Ipv6Repr};
 use espgw_wire::{checksum, proto};
 
+use crate::py_random::Mt19937;
+
 /// The Ethernet FCS, counted in RFC 2544 frame sizes but not in the bytes we handle.
 pub const FCS_LEN: usize = 4;
 
@@ -149,27 +151,21 @@ fn fill_l4_checksum(l4: &mut [u8], protocol: u8, pseudo: u32) {
 }
 
 /// The IPsec IMIX of the published tests: 58.67% 90 B, 2% 92 B, 23.66% 594 B, 15.67%
-/// 1418 B, as a 300-frame cycle (176, 6, 71, 47 frames; within 0.01% of each share).
+/// 1418 B, as a 300-frame cycle (176, 6, 71, 47 frames; within 0.01% of each share), in
+/// the order ipsec-secgw's IMIX pcap has them (`../shared/bench/dpdk-secgw/gen_pcap.py`:
+/// the list sorted by size, then Python's `random.Random(42).shuffle`), so that a
+/// side-by-side comparison offers both gateways the same frames in the same order.
 pub fn imix_sizes() -> Vec<usize> {
     let mut v = Vec::with_capacity(300);
     for (size, count) in [(90, 176), (92, 6), (594, 71), (1418, 47)] {
         v.extend(std::iter::repeat_n(size, count));
     }
-    // Interleave so that bursts mix sizes as real traffic does.
-    let mut out = Vec::with_capacity(v.len());
-    let (mut a, mut b) = (0, v.len() / 2);
-    while out.len() < v.len() {
-        if a < v.len() / 2 {
-            out.push(v[a]);
-            a += 1;
-        }
-        if b < v.len() {
-            out.push(v[b]);
-            b += 1;
-        }
-    }
-    out
+    Mt19937::python_seed(IMIX_SEED).shuffle(&mut v);
+    v
 }
+
+/// The seed `gen_pcap.py` shuffles its IMIX with.
+const IMIX_SEED: u64 = 42;
 
 #[cfg(test)]
 mod tests {
@@ -231,5 +227,30 @@ mod tests {
         let share = |s| v.iter().filter(|&&x| x == s).count() as f64 / 3.0;
         assert!((share(90) - 58.67).abs() < 0.01);
         assert!((share(1418) - 15.67).abs() < 0.01);
+    }
+
+    /// The order is ipsec-secgw's pcap's, as CPython makes it (a = 90, b = 92, c = 594,
+    /// d = 1418 B), from /usr/bin/python3 (3.11):
+    ///   lst = [s for s, n in [(90, 176), (92, 6), (594, 71), (1418, 47)] for _ in range(n)]
+    ///   random.Random(42).shuffle(lst)
+    #[test]
+    fn imix_order_is_the_secgw_pcaps() {
+        let expected = concat!(
+            "acaaaccaacadaccddaaacaccaaccaadacacbcaaadcdadadacaadacaaaadcccadcccaacaaddc",
+            "aaadadaacacaddabdcaaaacaaacccaaaaaaaaccadcacdaaaadaaaabcadadccaaadaaaaacaca",
+            "dacaccaaaaddadacaadaaadaaaccaccaacaadaaaaadaaccdaaddaaacaccaaaddaacacacaaca",
+            "aadbaaaaaaacaadaacacaacaaaabdacaacacaabcacddaaadadaaacacdaadaaaaacadaaaaaaa",
+        );
+        let got: String = imix_sizes()
+            .iter()
+            .map(|s| match s {
+                90 => 'a',
+                92 => 'b',
+                594 => 'c',
+                1418 => 'd',
+                _ => '?',
+            })
+            .collect();
+        assert_eq!(got, expected);
     }
 }

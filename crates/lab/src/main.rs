@@ -10,6 +10,7 @@ mod bench;
 mod demo;
 mod gen;
 mod packages;
+mod py_random;
 mod rfc2544;
 mod strongswan;
 mod testbed;

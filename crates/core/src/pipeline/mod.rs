@@ -96,7 +96,11 @@ pub struct Pipeline {
     esp_ops: Vec<EspOp<'static>>,
     /// The last flow classified in this burst and its action: consecutive packets of one
     /// flow (the common case in a burst) skip the SPD lookup.
-    spd_cache: Option<(Direction, FlowKey, Option<SpdAction>)>,
+    spd_cache: Option<(Direction, FlowKey)>,
+    /// The action for `spd_cache`'s key. A field of its own: in one tuple with the key,
+    /// the action was copied in with loads that straddled the two stores it had just been
+    /// written with, a stall on every flow-cache miss (perf, `--flows each`).
+    spd_cache_action: Option<SpdAction>,
     /// The last destination routed in this burst: ESP packets of one SA share it.
     route_cache: Option<(bool, u128, Hop)>,
     /// Sequence numbers reserved in this burst, per outbound SA.
@@ -168,6 +172,7 @@ impl Pipeline {
             oks: Vec::new(),
             esp_ops: Vec::new(),
             spd_cache: None,
+            spd_cache_action: None,
             route_cache: None,
             seq_blocks: Vec::new(),
             spi_cache: None,
@@ -429,15 +434,30 @@ impl Pipeline {
     /// comes by value and the table lookup gets a copy: a key whose address is taken lives
     /// on the stack, stored in pieces as it was parsed and read back whole for the
     /// compare, a store-forwarding stall per packet; by value it can stay in registers.
+    /// On a miss, a small SPD's scan runs here too, on the key in registers (with a flow
+    /// per frame every packet misses); a large one's search runs out of line.
     #[inline(always)]
     fn spd_lookup(&mut self, t: &Tables, dir: Direction, key: FlowKey) -> Option<SpdAction> {
-        if let Some((d, k, a)) = &self.spd_cache {
+        if let Some((d, k)) = &self.spd_cache {
             if *d == dir && *k == key {
-                return *a;
+                return self.spd_cache_action;
             }
         }
-        let a = spd_miss(t, dir, key, self.worker);
-        self.spd_cache = Some((dir, key, a));
+        let spd = match dir {
+            Direction::Out => &t.spd_out,
+            Direction::In => &t.spd_in,
+        };
+        let a = match spd.scan_index(&key) {
+            Some(found) => match found.and_then(|i| spd.rules().get(i)).map(|r| r.action) {
+                Some(SpdAction::ProtectEach { first, count }) if dir == Direction::Out => {
+                    per_worker_sa(t, first, count, self.worker)
+                }
+                a => a,
+            },
+            None => spd_miss(t, dir, key, self.worker),
+        };
+        self.spd_cache = Some((dir, key));
+        self.spd_cache_action = a;
         a
     }
 
@@ -538,14 +558,18 @@ impl Pipeline {
 fn spd_miss(t: &Tables, dir: Direction, key: FlowKey, worker: u32) -> Option<SpdAction> {
     match dir {
         Direction::Out => match t.spd_out.lookup(&key) {
-            Some(SpdAction::ProtectEach { first, count }) => {
-                let at = first as usize + (worker % count.max(1)) as usize;
-                t.per_worker_sas.get(at).map(|&sa| SpdAction::Protect(sa))
-            }
+            Some(SpdAction::ProtectEach { first, count }) => per_worker_sa(t, first, count, worker),
             a => a,
         },
         Direction::In => t.spd_in.lookup(&key),
     }
+}
+
+/// Outbound, a per-worker set's SA for `worker`: the `worker mod count`-th.
+#[inline(always)]
+fn per_worker_sa(t: &Tables, first: u32, count: u32, worker: u32) -> Option<SpdAction> {
+    let at = first as usize + (worker % count.max(1)) as usize;
+    t.per_worker_sas.get(at).map(|&sa| SpdAction::Protect(sa))
 }
 
 // The slot is written once per packet per pass, and pushed where it is made (see

@@ -109,6 +109,14 @@ pub enum BenchCmd {
         /// 192.0.2.1/2 to 2001:db8:2::1/2. One core only (not with --workers).
         #[arg(long, value_enum, default_value = "ipv4")]
         outer: Family,
+        /// The protected traffic's flows: "each" (the default) gives every frame of the
+        /// cycle a 5-tuple of its own, as the pcaps `compare.sh` makes for ipsec-secgw
+        /// (256 frames, 300 for IMIX; hosts .10-.209, ports 1024-2023 to 5000-5015), so no
+        /// two frames in a row share a flow; N sends N flows in turn, and 1 the single flow
+        /// 198.51.100.10:40000 -> 203.0.113.20:9 of the builds before this option. One
+        /// core only (not with --workers).
+        #[arg(long)]
+        flows: Option<String>,
     },
     /// SPD classification time at 1, 100, 1,000 and 10,000 rules.
     Spd {
@@ -129,6 +137,49 @@ pub enum BenchCmd {
 pub enum Family {
     Ipv4,
     Ipv6,
+}
+
+/// How the one-core benchmark's frames spread over flows (`bench dataplane --flows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flows {
+    /// Every frame of the cycle a flow of its own ([`PCAP_FRAMES`] frames, or the IMIX's
+    /// 300), as in ipsec-secgw's pcaps: the flow cache and the route cache never hit.
+    Each,
+    /// This many flows in turn; 1 is the classic single flow.
+    Count(usize),
+}
+
+/// Frames of one size in each pcap `compare.sh` makes (`gen_pcap.py`'s `NPKT`).
+const PCAP_FRAMES: usize = 256;
+
+impl Flows {
+    /// `--flows`: "each" or a count of at least 1 (absent: each).
+    fn parse(arg: Option<&str>) -> Result<Flows, String> {
+        match arg.map(str::trim) {
+            None | Some("each") => Ok(Flows::Each),
+            Some(n) => match n.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(Flows::Count(k)),
+                _ => Err(format!(
+                    "--flows takes \"each\" or a count of at least 1, not '{n}'"
+                )),
+            },
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Flows::Each => "each".into(),
+            Flows::Count(k) => k.to_string(),
+        }
+    }
+}
+
+/// What the one-core benchmark sends: the inner and outer families and the flows.
+#[derive(Debug, Clone, Copy)]
+struct Traffic {
+    inner: Family,
+    outer: Family,
+    flows: Flows,
 }
 
 mod zeroize_free {
@@ -180,6 +231,7 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
             handicap,
             inner,
             outer,
+            flows,
         } => {
             if seccomp {
                 espgw::install_seccomp_filter(espgw::SeccompArg::Kill)
@@ -199,6 +251,9 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                         "--inner / --outer ipv6 are for the one-core benchmark, not --workers"
                             .into(),
                     );
+                }
+                if flows.is_some() {
+                    return Err("--flows is for the one-core benchmark, not --workers".into());
                 }
                 let args = workers::WorkersArgs {
                     workers,
@@ -233,7 +288,11 @@ pub fn run(cmd: BenchCmd, crypto: ProviderChoice) -> Result<(), String> {
                 &directions,
                 with_raw,
                 rounds,
-                (inner, outer),
+                Traffic {
+                    inner,
+                    outer,
+                    flows: Flows::parse(flows.as_deref())?,
+                },
                 json.as_deref(),
             )
         }
@@ -392,22 +451,13 @@ fn with_ipv6_outer(c: &mut Config) -> Result<(), String> {
 }
 
 /// Plaintext frames from gateway 1's south side (`reverse`: from gateway 2's), of the
-/// `inner` family (the default configuration's policies protect both).
-fn templates(size: &str, reverse: bool, inner: Family) -> Result<Vec<Vec<u8>>, String> {
-    let (a, b) = match inner {
-        Family::Ipv4 => ("198.51.100.10", "203.0.113.20"),
-        Family::Ipv6 => ("2001:db8:100::10", "2001:db8:113::20"),
-    };
-    let (src, dst) = if reverse { (b, a) } else { (a, b) };
-    let spec = FlowSpec {
-        src: src.parse().expect("addr"),
-        dst: dst.parse().expect("addr"),
-        l4: L4::Udp,
-        sport: 40000,
-        dport: 9,
-        src_mac: [0x02, 0, 0, 0, 0, 0x01],
-        dst_mac: [0x02, 0, 0, 0, 0x01, 0x01],
-    };
+/// `inner` family (the default configuration's policies protect both), over `flows`.
+fn templates(
+    size: &str,
+    reverse: bool,
+    inner: Family,
+    flows: Flows,
+) -> Result<Vec<Vec<u8>>, String> {
     let sizes = if size == "imix" {
         gen::imix_sizes()
     } else {
@@ -417,18 +467,84 @@ fn templates(size: &str, reverse: bool, inner: Family) -> Result<Vec<Vec<u8>>, S
     };
     // The generator grows a frame too small for its headers; a row must not claim a size
     // it did not send.
-    let least = gen::min_frame(&spec);
+    let least = gen::min_frame(&flow_spec(inner, reverse, None));
     if let Some(small) = sizes.iter().find(|&&s| s < least) {
         return Err(format!(
             "frame size {small} is below the {least} bytes an {} frame of this benchmark needs",
             family_name(inner)
         ));
     }
-    // Several flows' worth of frames so the memory port cycles through distinct buffers.
-    let n = sizes.len().max(64);
+    // At least 64 frames, so that the memory port cycles through distinct buffers.
+    let (n, flow_of): (usize, Box<dyn Fn(usize) -> Option<usize>>) = match flows {
+        Flows::Each => (
+            if size == "imix" {
+                sizes.len()
+            } else {
+                PCAP_FRAMES
+            },
+            Box::new(Some),
+        ),
+        Flows::Count(1) => (sizes.len().max(64), Box::new(|_| None)),
+        Flows::Count(k) => (sizes.len().max(64).max(k), Box::new(move |i| Some(i % k))),
+    };
     Ok((0..n)
-        .map(|i| gen::frame(&spec, sizes[i % sizes.len()], i as u64 + 1))
+        .map(|i| {
+            let spec = flow_spec(inner, reverse, flow_of(i));
+            gen::frame(&spec, sizes[i % sizes.len()], i as u64 + 1)
+        })
         .collect())
+}
+
+/// The flow a frame belongs to: `None`, the single flow 198.51.100.10:40000 ->
+/// 203.0.113.20:9; flow `f`, the pattern of `gen_pcap.py` (host 10 + f mod 200 of the
+/// sender's network to host 10 + 7f mod 200 of the receiver's, ports 1024 + f mod 1000 to
+/// 5000 + f mod 16; hosts from .10 on: .1 is a gateway's own address).
+fn flow_spec(inner: Family, reverse: bool, flow: Option<usize>) -> FlowSpec {
+    let (a_net, b_net) = match inner {
+        Family::Ipv4 => ("198.51.100.", "203.0.113."),
+        Family::Ipv6 => ("2001:db8:100::", "2001:db8:113::"),
+    };
+    let (src_net, dst_net) = if reverse {
+        (b_net, a_net)
+    } else {
+        (a_net, b_net)
+    };
+    let parse = |text: String| -> IpAddr { text.parse().expect("a benchmark address") };
+    let (src, dst, sport, dport) = match flow {
+        // The single flow, its ends as they always were (host "10" and "20" in either
+        // family) whichever way it goes.
+        None => {
+            let (s, d) = if reverse { ("20", "10") } else { ("10", "20") };
+            (
+                parse(format!("{src_net}{s}")),
+                parse(format!("{dst_net}{d}")),
+                40000,
+                9,
+            )
+        }
+        Some(f) => {
+            let (s, d) = (10 + f % 200, 10 + (7 * f) % 200);
+            let host = |h: usize| match inner {
+                Family::Ipv4 => h.to_string(),
+                Family::Ipv6 => format!("{h:x}"),
+            };
+            (
+                parse(format!("{src_net}{}", host(s))),
+                parse(format!("{dst_net}{}", host(d))),
+                1024 + (f % 1000) as u16,
+                5000 + (f % 16) as u16,
+            )
+        }
+    };
+    FlowSpec {
+        src,
+        dst,
+        l4: L4::Udp,
+        sport,
+        dport,
+        src_mac: [0x02, 0, 0, 0, 0, 0x01],
+        dst_mac: [0x02, 0, 0, 0, 0x01, 0x01],
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -613,9 +729,14 @@ fn dataplane(
     dirs: &[String],
     with_raw: bool,
     rounds: usize,
-    (inner, outer): (Family, Family),
+    traffic: Traffic,
     json_out: Option<&std::path::Path>,
 ) -> Result<(), String> {
+    let Traffic {
+        inner,
+        outer,
+        flows,
+    } = traffic;
     let provider = espgw_crypto::provider(crypto).map_err(|e| e.to_string())?;
     // Raw references on the same packet sizes: each suite's own transform through
     // intel-ipsec-mb (the pipeline's provider where that is not built), and AES-GCM
@@ -624,10 +745,7 @@ fn dataplane(
     let raw_job = espgw_crypto::provider(ProviderChoice::IpsecMbJob).ok();
     println!(
         "protected traffic: UDP over {}; tunnel outer header {}",
-        match inner {
-            Family::Ipv4 => "IPv4 (198.51.100.10 <-> 203.0.113.20)",
-            Family::Ipv6 => "IPv6 (2001:db8:100::10 <-> 2001:db8:113::20)",
-        },
+        traffic_description(inner, flows),
         match outer {
             Family::Ipv4 => "IPv4 (192.0.2.1 <-> 192.0.2.2)",
             Family::Ipv6 => "IPv6 (2001:db8:2::1 <-> 2001:db8:2::2)",
@@ -658,8 +776,8 @@ fn dataplane(
             // Each row's neighbour load runs from here (before the raw references) to the
             // end of its own trial, so the inbound row's also spans the outbound trial.
             let load_before = host_load::CpuTimes::now();
-            let plain = templates(size, false, inner)?;
-            let plain_rev = templates(size, true, inner)?;
+            let plain = templates(size, false, inner, flows)?;
+            let plain_rev = templates(size, true, inner, flows)?;
             let wire: Vec<usize> = plain.iter().map(|f| f.len() + FCS_LEN).collect();
             // The ESP frames gateway 2 sends: gateway 1's inbound input.
             let esp = esp_frames(&t2, &plain_rev)?;
@@ -737,7 +855,7 @@ fn dataplane(
                     "round_raw_suite_mops": row.raw.iter().map(|x| x / 1e6).collect::<Vec<_>>(),
                     "ratio_to_raw_suite_low": r.ratio.low, "ratio_to_raw_suite_high": r.ratio.high,
                     "dropped": r.dropped, "crypto": provider.name(), "seconds": secs,
-                    "inner": family_name(inner), "outer": family_name(outer),
+                    "inner": family_name(inner), "outer": family_name(outer), "flows": flows.name(),
                     "busiest_other_cpu": busiest.map(|(cpu, _)| cpu), "busiest_other_cpu_busy": busiest.map(|(_, s)| s),
                 }));
             }
@@ -752,6 +870,30 @@ fn dataplane(
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The header line's account of the protected traffic.
+fn traffic_description(inner: Family, flows: Flows) -> String {
+    let (fam, one, many) = match inner {
+        Family::Ipv4 => (
+            "IPv4",
+            "198.51.100.10 <-> 203.0.113.20",
+            "198.51.100.10-209 <-> 203.0.113.10-209",
+        ),
+        Family::Ipv6 => (
+            "IPv6",
+            "2001:db8:100::10 <-> 2001:db8:113::20",
+            "2001:db8:100::a-d1 <-> 2001:db8:113::a-d1",
+        ),
+    };
+    let ports = "ports 1024-2023 -> 5000-5015";
+    match flows {
+        Flows::Count(1) => format!("{fam} ({one}, one flow)"),
+        Flows::Count(k) => format!("{fam} ({k} flows in turn: {many}, {ports})"),
+        Flows::Each => format!(
+            "{fam} (every frame of the cycle a flow of its own, as in compare.sh's ipsec-secgw pcaps: {many}, {ports})"
+        ),
+    }
 }
 
 fn print_dataplane_header(secs: f64, provider_name: &str, raw_name: &str) {
@@ -883,12 +1025,18 @@ mod tests {
     }
 
     /// Every family pair the benchmark offers carries its frames both ways, in the families
-    /// asked for: outbound, ESP (next header 50) behind the outer family's ethertype;
-    /// inbound, the inner family's UDP back out, the payload as sent.
+    /// asked for, with one flow and with every frame its own: outbound, ESP (next header
+    /// 50) behind the outer family's ethertype; inbound, the inner family's UDP back out,
+    /// the payload as sent.
     #[test]
     fn every_family_pair_carries_its_frames_both_ways() {
         let suite = parse_alg("aes-128-gcm").unwrap().1;
-        for inner in [Family::Ipv4, Family::Ipv6] {
+        for (inner, flows) in [
+            (Family::Ipv4, Flows::Count(1)),
+            (Family::Ipv6, Flows::Count(1)),
+            (Family::Ipv4, Flows::Each),
+            (Family::Ipv6, Flows::Each),
+        ] {
             for outer in [Family::Ipv4, Family::Ipv6] {
                 let (mut gw1, mut gw2) = configs(SaProto::Esp, suite).unwrap();
                 if outer == Family::Ipv6 {
@@ -898,8 +1046,8 @@ mod tests {
                 let provider = espgw_crypto::default_provider();
                 let t1 = Arc::new(Tables::build(&gw1, provider.as_ref(), None).unwrap());
                 let t2 = Arc::new(Tables::build(&gw2, provider.as_ref(), None).unwrap());
-                let plain = templates("78", false, inner).unwrap();
-                let plain_rev = templates("78", true, inner).unwrap();
+                let plain = templates("78", false, inner, flows).unwrap();
+                let plain_rev = templates("78", true, inner, flows).unwrap();
                 let esp = esp_frames(&t2, &plain_rev).unwrap();
                 let (outer_type, inner_type) = (
                     if outer == Family::Ipv6 {
@@ -933,12 +1081,70 @@ mod tests {
         }
     }
 
+    /// `--flows each`: the cycle is the pcap's length (256 frames, 300 for IMIX), no two
+    /// frames of it share a 5-tuple, each frame's ends and ports follow `gen_pcap.py`'s
+    /// pattern (hosts from .10), and every flow lies inside the policies' networks; the
+    /// sizes run in the IMIX order. `--flows 3`: three flows in turn over 64 frames;
+    /// `--flows 1`: one, the classic flow.
+    #[test]
+    fn each_frame_of_the_pcap_cycle_is_a_flow_of_its_own() {
+        let key = |f: &Vec<u8>| espgw_core::flow::parse_ip(&f[14..]).unwrap().key;
+        for (size, n) in [("64", PCAP_FRAMES), ("imix", 300)] {
+            let frames = templates(size, false, Family::Ipv4, Flows::Each).unwrap();
+            assert_eq!(frames.len(), n, "{size}");
+            let keys: Vec<FlowKey> = frames.iter().map(key).collect();
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(
+                    k.src,
+                    u128::from(0xc633_6400u32 + 10 + (i % 200) as u32),
+                    "{i}"
+                );
+                assert_eq!(
+                    k.dst,
+                    u128::from(0xcb00_7100u32 + 10 + (7 * i % 200) as u32),
+                    "{i}"
+                );
+                assert_eq!(k.sport, 1024 + (i % 1000) as u16, "{i}");
+                assert_eq!(k.dport, 5000 + (i % 16) as u16, "{i}");
+                assert!(keys[..i].iter().all(|o| o != k), "frame {i} repeats a flow");
+            }
+            if size == "imix" {
+                let sizes: Vec<usize> = frames.iter().map(|f| f.len() + FCS_LEN).collect();
+                assert_eq!(sizes, gen::imix_sizes());
+            }
+        }
+        let three: Vec<FlowKey> = templates("78", true, Family::Ipv6, Flows::Count(3))
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        assert_eq!(three.len(), 64);
+        assert!(three.iter().enumerate().all(|(i, k)| *k == three[i % 3]));
+        assert!(three[0] != three[1] && three[1] != three[2] && three[0] != three[2]);
+        let one = templates("64", false, Family::Ipv4, Flows::Count(1)).unwrap();
+        assert!(one.iter().all(|f| key(f) == key(&one[0])));
+        assert_eq!(key(&one[0]).src, u128::from(0xc633_640au32));
+        assert_eq!((key(&one[0]).sport, key(&one[0]).dport), (40000, 9));
+    }
+
+    /// `--flows` takes "each" or a count; 0 and words are refused.
+    #[test]
+    fn flows_are_each_or_a_count() {
+        assert_eq!(Flows::parse(None), Ok(Flows::Each));
+        assert_eq!(Flows::parse(Some("each")), Ok(Flows::Each));
+        assert_eq!(Flows::parse(Some("7")), Ok(Flows::Count(7)));
+        assert!(Flows::parse(Some("0")).is_err());
+        assert!(Flows::parse(Some("many")).is_err());
+    }
+
     /// A frame size below what a family's headers need is refused, not silently grown.
     #[test]
     fn a_size_too_small_for_the_family_is_refused() {
-        assert!(templates("64", false, Family::Ipv4).is_ok());
-        let e = templates("64", false, Family::Ipv6).unwrap_err();
-        assert!(e.contains("74 bytes an ipv6 frame"), "{e}");
-        assert!(templates("74", false, Family::Ipv6).is_ok());
+        for flows in [Flows::Each, Flows::Count(1)] {
+            assert!(templates("64", false, Family::Ipv4, flows).is_ok());
+            let e = templates("64", false, Family::Ipv6, flows).unwrap_err();
+            assert!(e.contains("74 bytes an ipv6 frame"), "{e}");
+            assert!(templates("74", false, Family::Ipv6, flows).is_ok());
+        }
     }
 }

@@ -247,7 +247,7 @@ impl Spd {
         best.map(|(_, i)| i)
     }
 
-    /// Where `k`'s family is scanned ([`SCAN_MAX`] rules or fewer): the best matching
+    /// Where `k`'s family is scanned (8 rules or fewer): the best matching
     /// rule's index (`Some(None)`: none matches); `None` where it is searched by tuple
     /// space ([`Spd::lookup_index`]). Inlined into the pipeline's flow-cache miss, so that
     /// the key it just parsed is read from registers: through memory, its ports, stored a

@@ -38,6 +38,9 @@ struct ScanRoute {
     mask: u128,
     len: u8,
     target: RouteTarget,
+    /// The mask of the addresses that share this route: `mask` when no longer prefix lies
+    /// inside the route's, else all ones (each address must be looked up).
+    span: u128,
 }
 
 impl Lpm {
@@ -63,8 +66,10 @@ impl Lpm {
                         mask: m,
                         len,
                         target,
+                        span: m,
                     },
                 );
+                set_spans(scan);
             } else {
                 self.scan = None;
             }
@@ -85,12 +90,19 @@ impl Lpm {
     }
 
     fn lookup(&self, addr: u128) -> Option<RouteTarget> {
+        self.lookup_span(addr).map(|(target, _)| target)
+    }
+
+    /// The route for `addr` and the mask of the addresses that get the same one (see
+    /// [`RouteTable::lookup_span`]).
+    #[inline(always)]
+    fn lookup_span(&self, addr: u128) -> Option<(RouteTarget, u128)> {
         match &self.scan {
             Some(scan) => scan
                 .iter()
                 .find(|r| addr & r.mask == r.net)
-                .map(|r| r.target),
-            None => self.lookup_levels(addr),
+                .map(|r| (r.target, r.span)),
+            None => self.lookup_levels(addr).map(|target| (target, u128::MAX)),
         }
     }
 
@@ -99,6 +111,18 @@ impl Lpm {
         self.levels
             .iter()
             .find_map(|(_, m, t)| t.get(&(addr & m)).copied())
+    }
+}
+
+/// Sets each scanned route's span: its own mask, unless a longer prefix lies inside it
+/// (an address of the route's prefix may then belong to the longer one).
+fn set_spans(scan: &mut [ScanRoute]) {
+    for i in 0..scan.len() {
+        let r = scan[i];
+        let nested = scan
+            .iter()
+            .any(|o| o.len > r.len && o.net & r.mask == r.net);
+        scan[i].span = if nested { u128::MAX } else { r.mask };
     }
 }
 
@@ -158,6 +182,20 @@ impl RouteTable {
             self.v4.lookup(addr)
         } else {
             self.v6.lookup(addr)
+        }
+    }
+
+    /// [`RouteTable::lookup`], with the mask of the destinations that get the same route:
+    /// every `a` with `a & span == addr & span` does. That is the route's own prefix where
+    /// no longer prefix lies inside it, else only `addr` itself (all ones); a family
+    /// searched by tuple space answers all ones too. A cache keyed on it serves a whole
+    /// subnet, as the data plane's per-burst route cache does.
+    #[inline(always)]
+    pub fn lookup_span(&self, v4: bool, addr: u128) -> Option<(RouteTarget, u128)> {
+        if v4 {
+            self.v4.lookup_span(addr)
+        } else {
+            self.v6.lookup_span(addr)
         }
     }
 
@@ -229,21 +267,30 @@ impl Neighbours {
     }
     /// The MAC to send to next hop `addr` on `port`.
     pub fn lookup(&self, port: u16, v4: bool, addr: u128) -> Option<MacAddr> {
-        if !self.by_ip.is_empty() {
+        self.lookup_shared(port, v4, addr).0
+    }
+
+    /// [`Neighbours::lookup`], and whether the answer is the port's for every next hop on
+    /// it (`true` where no per-address entry exists, static or learned, and a per-port
+    /// one, a point-to-point link or the offline default answered).
+    #[inline(always)]
+    pub fn lookup_shared(&self, port: u16, v4: bool, addr: u128) -> (Option<MacAddr>, bool) {
+        let per_address = !self.by_ip.is_empty();
+        if per_address {
             if let Some(m) = self.by_ip.get(&(v4, addr)) {
-                return Some(*m);
+                return (Some(*m), false);
             }
         }
         let p = usize::from(port);
         if let Some(Some(m)) = self.by_port.get(p) {
-            return Some(*m);
+            return (Some(*m), !per_address);
         }
         if self.point_to_point.get(p).copied().unwrap_or(false) {
-            return Some([0; 6]);
+            return (Some([0; 6]), !per_address);
         }
         match &self.dynamic {
-            Some(d) => d.get(v4, addr),
-            None => self.fallback.get(p).copied(),
+            Some(d) => (d.get(v4, addr), false),
+            None => (self.fallback.get(p).copied(), !per_address),
         }
     }
 }
@@ -306,6 +353,48 @@ mod tests {
                 proptest::prop_assert_eq!(lpm.lookup_levels(x).map(|r| r.port), want);
             }
         }
+
+        /// Every address inside the span a lookup reports gets the same route from a plain
+        /// search of the routes (the longest prefix, the first given for it): a cache keyed
+        /// on the span answers as a lookup would. The span is the route's own prefix or a
+        /// single address.
+        #[test]
+        fn every_address_in_a_span_gets_the_same_route(
+            routes in proptest::collection::vec((proptest::prelude::any::<u32>(), 0u8..=32, 0u16..4), 1..12),
+            probes in proptest::collection::vec((proptest::prelude::any::<u32>(), proptest::prelude::any::<u32>()), 1..40),
+        ) {
+            let a = |x: u32| u128::from(x & 0xc0c0_c0c3);
+            let mut lpm = Lpm::new(32);
+            for (i, &(addr, len, _)) in routes.iter().enumerate() {
+                // The route's position as its port: every route tells apart.
+                lpm.insert(a(addr), len, RouteTarget { port: i as u16, via: None });
+            }
+            let search = |x: u128| {
+                let mut best: Option<(u8, u16)> = None;
+                for (i, &(addr, len, _)) in routes.iter().enumerate() {
+                    let m = mask(32, len);
+                    if x & m == a(addr) & m && best.is_none_or(|(l, _)| len > l) {
+                        best = Some((len, i as u16));
+                    }
+                }
+                best
+            };
+            for (x, y) in probes {
+                let x = a(x);
+                let Some((target, span)) = lpm.lookup_span(x) else {
+                    proptest::prop_assert_eq!(search(x), None);
+                    continue;
+                };
+                let (len, port) = search(x).expect("a route was found");
+                proptest::prop_assert_eq!(target.port, port);
+                let own = mask(32, len);
+                proptest::prop_assert!(span == own || span == u128::MAX, "span {:#x}", span);
+                // Another address of the span: x's bits inside it, y's outside (an IPv4
+                // address, in the low 32 bits).
+                let other = (x & span) | (u128::from(y) & !span & 0xffff_ffff);
+                proptest::prop_assert_eq!(search(other).map(|(_, p)| p), Some(port), "{:#x}", other);
+            }
+        }
     }
 
     #[test]
@@ -325,5 +414,32 @@ mod tests {
         assert_eq!(n.lookup(0, true, 7), Some([2, 0, 0, 0, 0, 7]));
         n.set_port(1, [2, 0, 0, 0, 1, 1]);
         assert_eq!(n.lookup(1, true, 8), Some([2, 0, 0, 0, 1, 1]));
+    }
+
+    /// A port's answer is reported shared by all its next hops only where no per-address
+    /// entry can differ from it: none static, none learned.
+    #[test]
+    fn neighbours_shared_by_a_port() {
+        let mac = |x| [2, 0, 0, 0, 0, x];
+        let mut n = Neighbours::new(vec![mac(1), mac(2), mac(3)]);
+        assert_eq!(n.lookup_shared(0, true, 8), (Some(mac(1)), true));
+        // Past the ports: nothing to send to, for any address.
+        assert_eq!(n.lookup_shared(7, true, 8), (None, true));
+        n.set_port(1, mac(11));
+        n.set_point_to_point(2);
+        assert_eq!(n.lookup_shared(1, true, 8), (Some(mac(11)), true));
+        assert_eq!(n.lookup_shared(2, false, 8), (Some([0; 6]), true));
+        // One static next hop: every port's answer may now depend on the address.
+        n.insert_ip(true, 7, mac(7));
+        assert_eq!(n.lookup_shared(0, true, 7), (Some(mac(7)), false));
+        assert_eq!(n.lookup_shared(0, true, 8), (Some(mac(1)), false));
+        assert_eq!(n.lookup_shared(1, true, 8), (Some(mac(11)), false));
+        // Learned entries are per address.
+        let mut n = Neighbours::new(vec![mac(1)]);
+        let cache = Arc::new(NeighbourCache::default());
+        cache.learn(0, true, 8, mac(8));
+        n.dynamic = Some(cache);
+        assert_eq!(n.lookup_shared(0, true, 8), (Some(mac(8)), false));
+        assert_eq!(n.lookup_shared(0, true, 9), (None, false));
     }
 }

@@ -517,6 +517,96 @@ fn every_output_frame_is_routed_with_the_configured_macs() {
     let _ = ETHERTYPE_IPV6;
 }
 
+/// One burst to many destinations, in an order that moves between routes and back: every
+/// packet leaves on its own route's port with its own next hop's MAC, as routed alone,
+/// whatever the burst's route cache held from the packet before. The routes nest (a /26
+/// inside a /25), one goes via a router, and with a static entry for one host of a link
+/// route the link's hosts no longer share the port's MAC.
+#[test]
+fn each_packet_of_a_burst_gets_its_own_routes_next_hop() {
+    let p = default_provider();
+    let (link, router, nested, host) = (
+        [2, 1, 1, 1, 1, 1],
+        [2, 2, 2, 2, 2, 2],
+        [2, 3, 3, 3, 3, 3],
+        [2, 5, 5, 5, 5, 5],
+    );
+    for host_entry in [false, true] {
+        let mut c = tunnel4(Direction::Out, false, |_| {});
+        c.ensure_ports(3);
+        c.policies.insert(0, {
+            let mut b = policy(
+                Direction::Out,
+                "198.51.100.0/24",
+                "203.0.113.0/24",
+                Action::Bypass,
+            );
+            b.priority = 10;
+            b
+        });
+        c.routes.clear();
+        let route = |dst: &str, port, via: Option<&str>| RouteConfig {
+            dst: pfx(dst),
+            port,
+            via: via.map(|v| v.parse().unwrap()),
+            loc: Location::default(),
+        };
+        c.routes.push(route("203.0.113.0/25", 1, None));
+        c.routes
+            .push(route("203.0.113.128/25", 0, Some("198.51.100.254")));
+        c.routes.push(route("203.0.113.192/26", 2, None));
+        let neighbour = |port, ip: Option<&str>, mac| NeighbourConfig {
+            port,
+            ip: ip.map(|a| a.parse().unwrap()),
+            mac,
+            loc: Location::default(),
+        };
+        c.neighbours.push(neighbour(1, None, link));
+        c.neighbours.push(neighbour(0, None, router));
+        c.neighbours.push(neighbour(2, None, nested));
+        if host_entry {
+            c.neighbours.push(neighbour(1, Some("203.0.113.5"), host));
+        }
+        let t = tables(&c, p.as_ref());
+        // (last byte of the destination, the port and MAC it must leave with)
+        let host_mac = if host_entry { host } else { link };
+        let want: [(u8, u16, [u8; 6]); 12] = [
+            (10, 1, link),
+            (20, 1, link),
+            (130, 0, router),
+            (200, 2, nested),
+            (140, 0, router),
+            (250, 2, nested),
+            (10, 1, link),
+            (5, 1, host_mac),
+            (6, 1, link),
+            (5, 1, host_mac),
+            (191, 0, router),
+            (192, 2, nested),
+        ];
+        let frames: Vec<Vec<u8>> = want
+            .iter()
+            .map(|&(last, _, _)| {
+                let mut f = frame(true, 0, &[1; 16], 10, 0);
+                f[33] = last;
+                fix_ipv4_checksum(&mut f);
+                f
+            })
+            .collect();
+        let (pkts, pipe) = run(&t, Direction::Out, &frames);
+        assert_eq!(pipe.counters.bypassed, want.len() as u64);
+        for (pkt, &(last, port, mac)) in pkts.iter().zip(&want) {
+            assert_eq!(pkt.verdict, Verdict::Forward(port), "203.0.113.{last}");
+            assert_eq!(
+                &pkt.data()[0..6],
+                &mac,
+                "203.0.113.{last}, host entry {host_entry}"
+            );
+            assert_eq!(pkt.data()[33], last);
+        }
+    }
+}
+
 #[test]
 fn sequence_numbers_stay_consecutive_across_bursts_of_mixed_traffic() {
     // Each burst reserves numbers for all its packets and returns those it did not use,

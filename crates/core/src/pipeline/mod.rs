@@ -55,7 +55,6 @@ mod route;
 mod seal;
 
 use ingress::{front, ingress, Front};
-use route::Hop;
 pub use route::{TooBig, Unresolved};
 
 #[derive(Clone, Copy)]
@@ -101,8 +100,9 @@ pub struct Pipeline {
     /// the action was copied in with loads that straddled the two stores it had just been
     /// written with, a stall on every flow-cache miss (perf, `--flows each`).
     spd_cache_action: Option<SpdAction>,
-    /// The last destination routed in this burst: ESP packets of one SA share it.
-    route_cache: Option<(bool, u128, Hop)>,
+    /// The last hop routed to in this burst and the destinations it serves: ESP packets
+    /// of one SA share it, and with a static next hop so does the route's whole prefix.
+    route_cache: Option<route::RouteCache>,
     /// Sequence numbers reserved in this burst, per outbound SA.
     seq_blocks: Vec<SeqBlock>,
     /// The last inbound SPI and its SA index in this burst.

@@ -6,10 +6,11 @@ use super::*;
 impl Pipeline {
     /// Routes one packet to `dst`: through the burst's route cache, the Ethernet header
     /// and verdict (inlined into the pass over the burst: the hit is a compare and a copy).
+    /// The cache holds the last hop and the destinations it serves (see [`next_hop`]).
     #[inline(always)]
     pub(super) fn route(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {
         match self.route_cache {
-            Some((cv4, cdst, hop)) if cv4 == v4 && cdst == dst => self.take_hop(p, index, v4, hop),
+            Some(c) if c.v4 == v4 && dst & c.span == c.net => self.take_hop(p, index, v4, c.hop),
             _ => self.route_miss(t, p, index, v4, dst),
         }
     }
@@ -21,8 +22,13 @@ impl Pipeline {
     /// of the decapsulation pass waited on that copy (perf, `bench dataplane --flows each`).
     #[inline(never)]
     fn route_miss(&mut self, t: &Tables, p: &mut Packet, index: usize, v4: bool, dst: u128) {
-        let hop = next_hop(t, v4, dst);
-        self.route_cache = Some((v4, dst, hop));
+        let (hop, span) = next_hop(t, v4, dst);
+        self.route_cache = Some(RouteCache {
+            v4,
+            net: dst & span,
+            span,
+            hop,
+        });
         self.take_hop(p, index, v4, hop);
     }
 
@@ -126,17 +132,39 @@ impl EthHeader {
     }
 }
 
-/// The longest-prefix match for `dst` and its next hop's link-layer address.
+/// The burst's route cache: the last hop found, and the destinations it serves (`dst &
+/// span == net`).
+#[derive(Clone, Copy)]
+pub(super) struct RouteCache {
+    v4: bool,
+    net: u128,
+    span: u128,
+    hop: Hop,
+}
+
+/// The longest-prefix match for `dst` and its next hop's link-layer address, with the mask
+/// of the destinations that get the same hop: the route's span where the hop does not
+/// depend on the destination (a route via a router, or a link whose next hops all share
+/// the port's address), else all ones. With a flow per frame every packet has a
+/// destination of its own; served by its subnet's entry, the cache still hits.
 #[inline(always)]
-fn next_hop(t: &Tables, v4: bool, dst: u128) -> Hop {
-    let Some(r) = t.routes.lookup(v4, dst) else {
-        return Hop::NoRoute;
+fn next_hop(t: &Tables, v4: bool, dst: u128) -> (Hop, u128) {
+    let Some((r, span)) = t.routes.lookup_span(v4, dst) else {
+        return (Hop::NoRoute, u128::MAX);
     };
     let nh = r.next_hop(dst);
-    match t.neighbours.lookup(r.port, v4, nh) {
+    let (mac, shared) = t.neighbours.lookup_shared(r.port, v4, nh);
+    // An unresolved next hop on a link is the destination itself: reported per packet.
+    let span = if r.via.is_some() || (shared && mac.is_some()) {
+        span
+    } else {
+        u128::MAX
+    };
+    let hop = match mac {
         Some(mac) => Hop::To(r.port, ethernet_header(t, r.port, mac, v4)),
         None => Hop::Unresolved(r.port, nh),
-    }
+    };
+    (hop, span)
 }
 
 /// The Ethernet header of an IP packet to `mac` out of `port` (from the port's own address).

@@ -6,6 +6,7 @@ include!("../../build-support/probe.rs");
 fn main() {
     println!("cargo:rerun-if-changed=csrc/ipsec_mb_shim.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch.c");
+    println!("cargo:rerun-if-changed=csrc/gcm_batch_avx2.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch.h");
     println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
     println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
@@ -26,6 +27,7 @@ fn main() {
     build
         .file("csrc/ipsec_mb_shim.c")
         .file("csrc/gcm_batch.c")
+        .file("csrc/gcm_batch_avx2.c")
         .opt_level(3)
         .warnings(true);
     sanitize(&mut build);

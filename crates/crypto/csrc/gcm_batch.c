@@ -62,7 +62,7 @@
  * hdesc[PMAX - m], and the farthest read is a four-block packet's eighth lane with m = 2,
  * hdesc[PMAX + 5] (an eight-block packet's twelfth, m >= 7, reads at most PMAX + 4). */
 #define HDESC_LEN (PMAX + 6)
-_Static_assert(HDESC_LEN * 16 <= ESPGW_GCM_BATCH_KEY_SIZE, "batch key size");
+_Static_assert(HDESC_LEN * 16 <= ESPGW_GCM_BATCH_KEY_SIZE - 1, "batch key size");
 
 TARGET static inline __m128i bswap128(__m128i x)
 {
@@ -134,10 +134,14 @@ TARGET static __m128i aes_block(const struct round_keys *rk, __m128i b)
 int espgw_gcm_batch_supported(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vaes") &&
-           __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("aes") &&
-           __builtin_cpu_supports("pclmul");
+    int vector_aes = __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
+                     __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul");
+    if (vector_aes && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return ESPGW_GCM_BATCH_AVX512;
+    if (vector_aes && __builtin_cpu_supports("avx2"))
+        return ESPGW_GCM_BATCH_AVX2;
+    return 0;
 }
 
 TARGET static void batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out)
@@ -147,7 +151,6 @@ TARGET static void batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, 
     /* H = E(K, 0^128), byte-reflected; then H^2 .. H^PMAX. */
     __m128i h = bswap128(aes_block(&rk, _mm_setzero_si128()));
     __m128i p = h;
-    memset(out, 0, ESPGW_GCM_BATCH_KEY_SIZE);
     for (int e = 1; e <= PMAX; e++) {
         _mm_storeu_si128((__m128i *)(out + 16 * (PMAX - e)), p);
         p = gfmul(p, h);
@@ -157,17 +160,17 @@ TARGET static void batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, 
 
 int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out)
 {
-    if (!espgw_gcm_batch_supported() || !(key_bytes == 16 || key_bytes == 24 || key_bytes == 32))
+    int kernel = espgw_gcm_batch_supported();
+    if (!kernel || !(key_bytes == 16 || key_bytes == 24 || key_bytes == 32))
         return 0;
-    batch_key(kd, key_bytes, out);
+    memset(out, 0, ESPGW_GCM_BATCH_KEY_SIZE);
+    if (kernel == ESPGW_GCM_BATCH_AVX512)
+        batch_key(kd, key_bytes, out);
+    else
+        espgw_gcm_batch_key_avx2(kd, key_bytes, out);
+    /* The kernel the data is for, read back by espgw_gcm_batch: no global state. */
+    out[ESPGW_GCM_BATCH_KEY_SIZE - 1] = (uint8_t)kernel;
     return 1;
-}
-
-/* Whether an op goes through this path. */
-static int eligible(const struct espgw_aead_op *op)
-{
-    return op->len <= ESPGW_GCM_BATCH_TEXT_MAX && op->aad_len <= 12 && op->tag_len >= 1 &&
-           op->tag_len <= 16;
 }
 
 static inline __mmask64 first_bytes(uint64_t n)
@@ -335,19 +338,18 @@ TARGET static void run_four_wide(const struct round_keys *rk, const uint8_t *hde
     run_four(rk, hdesc, encrypt, o, n, 1);
 }
 
-/* Called only with batch data, which espgw_gcm_batch_key makes only where the CPU has
- * the instructions. Packets of up to four blocks and of five to eight go in separate
- * groups, so that a short packet never pays for a long one's second AES chain. */
-TARGET uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd,
-                                uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
-                                uint32_t n)
+/* Packets of up to four blocks and of five to eight go in separate groups, so that a
+ * short packet never pays for a long one's second AES chain. */
+TARGET static uint32_t batch_avx512(const uint8_t *hdesc, const struct gcm_key_data *kd,
+                                    uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
+                                    uint32_t n)
 {
     struct round_keys rk;
     struct espgw_aead_op *short_four[4], *wide_four[4];
     uint32_t done = 0, ns = 0, nw = 0;
     load_round_keys(kd, key_bytes, &rk);
     for (uint32_t i = 0; i < n; i++) {
-        if (!eligible(&ops[i]))
+        if (!espgw_gcm_batch_eligible(&ops[i]))
             continue;
         if (ops[i].len <= SHORT_TEXT_MAX) {
             short_four[ns++] = &ops[i];
@@ -375,4 +377,16 @@ TARGET uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data 
     }
     explicit_bzero(&rk, sizeof(rk));
     return done;
+}
+
+/* Called only with batch data, which espgw_gcm_batch_key makes only where the CPU has
+ * the instructions, and for the kernel named in its last byte. */
+uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd, uint32_t key_bytes,
+                         int encrypt, struct espgw_aead_op *ops, uint32_t n)
+{
+    switch (hdesc[ESPGW_GCM_BATCH_KEY_SIZE - 1]) {
+    case ESPGW_GCM_BATCH_AVX512: return batch_avx512(hdesc, kd, key_bytes, encrypt, ops, n);
+    case ESPGW_GCM_BATCH_AVX2: return espgw_gcm_batch_avx2(hdesc, kd, key_bytes, encrypt, ops, n);
+    default: return 0;
+    }
 }

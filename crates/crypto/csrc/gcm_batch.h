@@ -35,11 +35,15 @@ _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 /* Bytes of a key's batch data (powers of its hash key). Mirrors src/ipsec_mb.rs. */
 #define ESPGW_GCM_BATCH_KEY_SIZE 320
 
-/* Whether this CPU runs the batch path (AVX-512 F/BW/VL, VAES, VPCLMULQDQ). */
+/* Which batch kernel this CPU runs: ESPGW_GCM_BATCH_AVX512 (AVX-512 F/BW/VL, VAES,
+ * VPCLMULQDQ: gcm_batch.c), ESPGW_GCM_BATCH_AVX2 (AVX2, VAES, VPCLMULQDQ without AVX-512:
+ * gcm_batch_avx2.c), or 0 (none: the library alone). */
+#define ESPGW_GCM_BATCH_AVX512 1
+#define ESPGW_GCM_BATCH_AVX2 2
 int espgw_gcm_batch_supported(void);
 /* Writes the batch data of the key in `kd` (expanded by the library) to `out`
- * (ESPGW_GCM_BATCH_KEY_SIZE bytes); returns 0, writing nothing, where the CPU lacks the
- * instructions. */
+ * (ESPGW_GCM_BATCH_KEY_SIZE bytes: the powers of H, and in its last byte the kernel they
+ * are for); returns 0, writing nothing, where the CPU lacks the instructions. */
 int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
 /* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text, an
  * AAD of at most 12 bytes and a tag of 1-16 bytes; leaves the others untouched. A seal's
@@ -48,5 +52,19 @@ int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8
  * ran. */
 uint32_t espgw_gcm_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
                          uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops, uint32_t n);
+
+/* Whether an op goes through a batch kernel (its text, AAD and tag lengths). */
+static inline int espgw_gcm_batch_eligible(const struct espgw_aead_op *op)
+{
+    return op->len <= ESPGW_GCM_BATCH_TEXT_MAX && op->aad_len <= 12 && op->tag_len >= 1 &&
+           op->tag_len <= 16;
+}
+
+/* gcm_batch_avx2.c's halves of espgw_gcm_batch_key and espgw_gcm_batch, which dispatch
+ * to them. */
+void espgw_gcm_batch_key_avx2(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
+uint32_t espgw_gcm_batch_avx2(const uint8_t *batch_key, const struct gcm_key_data *kd,
+                              uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
+                              uint32_t n);
 
 #endif

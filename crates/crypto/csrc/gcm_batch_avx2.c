@@ -1,0 +1,383 @@
+/*
+ * The batch AES-GCM kernel of gcm_batch.c for CPUs with VAES and VPCLMULQDQ but no
+ * AVX-512 (AMD Zen 3, Intel Alder Lake and later client cores): the same four packets at a
+ * time in 256-bit registers.
+ *
+ * Why: on such a CPU intel-ipsec-mb 1.3 runs its AVX2 code, whose AES-GCM has neither VAES
+ * nor VPCLMULQDQ and handles one packet per call; at 64 bytes (52 of text) that call is one
+ * dependent chain of five AES blocks and six GHASH multiplications (42 ns a packet on the
+ * 2026-12-01 host, a third of the 64-byte outbound profile). Here, as in gcm_batch.c:
+ *   - four packets' counter blocks go through AES as independent 256-bit chains (two blocks
+ *     to a chain: two chains a packet up to 64 bytes of text, four up to 128, and the four
+ *     J0s in two more), so the AES units are kept busy instead of waiting on one packet;
+ *   - each packet's GHASH is one sum of products, its blocks (AAD, text, lengths) two to a
+ *     register against the precomputed powers of H (the same batch data as gcm_batch.c's),
+ *     and the reductions of two packets are done together, one per 128-bit lane.
+ * AVX2 has no byte-masked loads and stores: a packet's text and tag are read with
+ * dword-masked loads (load_upto32) and written with whole stores and overlapping pieces
+ * (store_upto32), so that only the bytes of the text and the tag are ever read or written
+ * in the packet. As
+ * in gcm_batch.c, only the round keys are wiped after a call: the keystream and the texts
+ * left on the stack are no key (the text is in the packet anyway).
+ *
+ * Opening authenticates first (the tag over the ciphertext, a constant-time comparison)
+ * and decrypts only an authentic packet, whose op's status says which. Constant time in
+ * the key and the data: AES and carry-less multiplication instructions, no table lookups;
+ * branches and copy lengths depend on lengths only. Proven against intel-ipsec-mb's
+ * one-packet API and aws-lc-rs by tests/gcm_batch.rs and every AES-GCM known-answer and
+ * interop test, which run on this path on such a CPU.
+ */
+#define _GNU_SOURCE /* explicit_bzero */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gcm_batch.h"
+
+#define TARGET __attribute__((target("avx2,vaes,vpclmulqdq,aes,pclmul,sse4.1")))
+
+/* As in gcm_batch.c: text blocks at most, the highest power of H a packet needs, where
+ * the four-block groups end, and the powers' layout (hdesc[i] = H^(PMAX - i), then zero
+ * blocks that a packet's last pair may read past its end). */
+#define TEXT_BLOCKS_MAX (ESPGW_GCM_BATCH_TEXT_MAX / 16)
+#define SHORT_TEXT_MAX 64
+#define PMAX (TEXT_BLOCKS_MAX + 2)
+#define HDESC_LEN (PMAX + 6)
+_Static_assert(HDESC_LEN * 16 <= ESPGW_GCM_BATCH_KEY_SIZE - 1, "batch key size");
+
+/* The byte-reflection of each 128-bit lane. */
+TARGET static inline __m256i reflect2(__m256i x)
+{
+    return _mm256_shuffle_epi8(
+        x, _mm256_broadcastsi128_si256(_mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                    13, 14, 15)));
+}
+
+/* (lo, mid, hi) -> the products in GF(2^128), byte-reflected, in each 128-bit lane (Gueron
+ * and Kounavis, algorithm 5, as reduce4 in gcm_batch.c); two packets' products at once. */
+TARGET static inline __m256i reduce2(__m256i lo, __m256i mid, __m256i hi)
+{
+    __m256i t3 = _mm256_xor_si256(lo, _mm256_bslli_epi128(mid, 8));
+    __m256i t6 = _mm256_xor_si256(hi, _mm256_bsrli_epi128(mid, 8));
+    __m256i t7 = _mm256_srli_epi32(t3, 31);
+    __m256i t8 = _mm256_srli_epi32(t6, 31);
+    t3 = _mm256_slli_epi32(t3, 1);
+    t6 = _mm256_slli_epi32(t6, 1);
+    __m256i t9 = _mm256_bsrli_epi128(t7, 12);
+    t8 = _mm256_bslli_epi128(t8, 4);
+    t7 = _mm256_bslli_epi128(t7, 4);
+    t3 = _mm256_or_si256(t3, t7);
+    t6 = _mm256_or_si256(_mm256_or_si256(t6, t8), t9);
+    t7 = _mm256_xor_si256(_mm256_xor_si256(_mm256_slli_epi32(t3, 31), _mm256_slli_epi32(t3, 30)),
+                          _mm256_slli_epi32(t3, 25));
+    t8 = _mm256_bsrli_epi128(t7, 4);
+    t7 = _mm256_bslli_epi128(t7, 12);
+    t3 = _mm256_xor_si256(t3, t7);
+    __m256i t2 = _mm256_xor_si256(
+        _mm256_xor_si256(_mm256_srli_epi32(t3, 1), _mm256_srli_epi32(t3, 2)),
+        _mm256_srli_epi32(t3, 7));
+    t2 = _mm256_xor_si256(t2, t8);
+    t3 = _mm256_xor_si256(t3, t2);
+    return _mm256_xor_si256(t6, t3);
+}
+
+/* a * b in GF(2^128), byte-reflected (for the powers of H, once per key). */
+TARGET static __m128i gfmul(__m128i a, __m128i b)
+{
+    __m256i x = _mm256_broadcastsi128_si256(a), y = _mm256_broadcastsi128_si256(b);
+    __m256i mid = _mm256_xor_si256(_mm256_clmulepi64_epi128(x, y, 0x01),
+                                   _mm256_clmulepi64_epi128(x, y, 0x10));
+    return _mm256_castsi256_si128(reduce2(_mm256_clmulepi64_epi128(x, y, 0x00), mid,
+                                          _mm256_clmulepi64_epi128(x, y, 0x11)));
+}
+
+/* The AES round keys as the library expanded them, each in both lanes. */
+struct round_keys {
+    __m256i k[15];
+    int rounds;
+};
+
+TARGET static inline void load_round_keys(const struct gcm_key_data *kd, uint32_t key_bytes,
+                                          struct round_keys *rk)
+{
+    rk->rounds = key_bytes == 16 ? 10 : key_bytes == 24 ? 12 : 14;
+    for (int r = 0; r <= rk->rounds; r++)
+        rk->k[r] = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(kd->expanded_keys + 16 * r)));
+}
+
+TARGET void espgw_gcm_batch_key_avx2(const struct gcm_key_data *kd, uint32_t key_bytes,
+                                     uint8_t *out)
+{
+    struct round_keys rk;
+    load_round_keys(kd, key_bytes, &rk);
+    /* H = E(K, 0^128), byte-reflected; then H^2 .. H^PMAX. */
+    __m128i b = _mm256_castsi256_si128(rk.k[0]);
+    for (int r = 1; r < rk.rounds; r++)
+        b = _mm_aesenc_si128(b, _mm256_castsi256_si128(rk.k[r]));
+    b = _mm_aesenclast_si128(b, _mm256_castsi256_si128(rk.k[rk.rounds]));
+    __m128i h = _mm256_castsi256_si128(reflect2(_mm256_castsi128_si256(b)));
+    __m128i p = h;
+    for (int e = 1; e <= PMAX; e++) {
+        _mm_storeu_si128((__m128i *)(out + 16 * (PMAX - e)), p);
+        p = gfmul(p, h);
+    }
+    explicit_bzero(&rk, sizeof(rk));
+    explicit_bzero(&h, sizeof(h));
+    explicit_bzero(&p, sizeof(p));
+    explicit_bzero(&b, sizeof(b));
+}
+
+/* Bytes below `n` (clamped to 0..32) all ones, the rest zero. */
+TARGET static inline __m256i first_bytes(int64_t n)
+{
+    int64_t r = n < 0 ? 0 : n > 32 ? 32 : n;
+    const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                         16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
+                                         30, 31);
+    return _mm256_cmpgt_epi8(_mm256_set1_epi8((char)r), idx);
+}
+
+/* The bytes p[off .. len) in the first min(len - off, 32) bytes of the result, zero after
+ * them; reads no byte outside them (and forms no pointer past p + len). A whole chunk is one load; a partial one a dword-masked load
+ * (which never touches, nor faults on, the dwords it leaves out) and its last one to three
+ * bytes one at a time (ESP's texts and ICVs are whole dwords: no such bytes). Loaded from
+ * the packet rather than through a copy to the stack, whose narrower stores the 256-bit
+ * loads could not be forwarded from (`perf`: a fifth of the kernel's time on that load). */
+TARGET static inline __m256i load_upto32(const uint8_t *base, int64_t off, int64_t len)
+{
+    int64_t rem = len - off;
+    if (rem >= 32)
+        return _mm256_loadu_si256((const __m256i *)(base + off));
+    if (rem <= 0)
+        return _mm256_setzero_si256();
+    const uint8_t *p = base + off;
+    const __m256i dword_idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int32_t whole = (int32_t)(rem >> 2);
+    __m256i v = _mm256_maskload_epi32(
+        (const int *)p, _mm256_cmpgt_epi32(_mm256_set1_epi32(whole), dword_idx));
+    uint32_t tail = (uint32_t)(rem & 3), w = 0;
+    if (tail) {
+        for (uint32_t b = 0; b < tail; b++)
+            w |= (uint32_t)p[4 * whole + b] << (8 * b);
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_set1_epi32((int)w),
+                                                _mm256_cmpeq_epi32(_mm256_set1_epi32(whole),
+                                                                   dword_idx)));
+    }
+    return v;
+}
+
+/* Writes the first min(len - off, 32) bytes of `v` to base[off ..], no byte past
+ * base + len. A whole chunk is one store; a partial one goes through a 32-byte stack slot
+ * in two overlapping pieces of 16, 8 or 4 bytes (or bytes), each read back from within
+ * that one store, so that the reads are forwarded from it (a copy of the whole text from a
+ * stack buffer, whose pieces straddle two stores, was a tenth of the 64-byte profile). */
+TARGET static inline void store_upto32(uint8_t *base, int64_t off, int64_t len, __m256i v)
+{
+    int64_t rem = len - off;
+    if (rem >= 32) {
+        _mm256_storeu_si256((__m256i *)(base + off), v);
+        return;
+    }
+    if (rem <= 0)
+        return;
+    uint8_t *p = base + off;
+    __attribute__((aligned(32))) uint8_t t[32];
+    _mm256_store_si256((__m256i *)t, v);
+    if (rem >= 16) {
+        memcpy(p, t, 16);
+        memcpy(p + rem - 16, t + rem - 16, 16);
+    } else if (rem >= 8) {
+        memcpy(p, t, 8);
+        memcpy(p + rem - 8, t + rem - 8, 8);
+    } else if (rem >= 4) {
+        memcpy(p, t, 4);
+        memcpy(p + rem - 4, t + rem - 4, 4);
+    } else {
+        for (int64_t b = 0; b < rem; b++)
+            p[b] = t[b];
+    }
+}
+
+/* Whether the first `n` (1-16) bytes of `a` equal the `n` bytes at `b`, in time that
+ * depends on n alone. */
+TARGET static inline int tag_equal(__m128i a, const uint8_t *b, uint32_t n)
+{
+    __m128i theirs = _mm256_castsi256_si128(load_upto32(b, 0, n));
+    __m128i mask = _mm256_castsi256_si128(first_bytes(n));
+    __m128i x = _mm_and_si128(_mm_xor_si128(a, theirs), mask);
+    return _mm_testz_si128(x, x);
+}
+
+/* Up to four ops (`o[0..n]`), each with at most four blocks of text, or with `wide` five
+ * to eight: their counter blocks encrypted together, each packet's GHASH products, the
+ * reductions two packets at a time, then the tags; as run_four in gcm_batch.c. Inlined into
+ * two copies, `wide` a constant in each. */
+TARGET static inline void run_four(const struct round_keys *rk, const uint8_t *hdesc,
+                                   int encrypt, struct espgw_aead_op *const *o, uint32_t n,
+                                   int wide)
+{
+    /* Chains a packet (two blocks each) and pairs of GHASH blocks a packet (AAD, text,
+     * lengths: 6 blocks at most up to 64 bytes of text, 10 up to 128). */
+    enum { MAX_CPP = 4 };
+    const uint32_t cpp = wide ? 4 : 2;
+    const uint32_t pairs = cpp + 1;
+    const uint32_t chains = 4 * cpp + 2;
+    const __m128i one = _mm_set_epi32(1 << 24, 0, 0, 0);
+    /* The nonce's 12 bytes (the op's `iv`, read as 16 within the op: `aad` follows). */
+    const __m128i nonce_bytes = _mm_set_epi32(0, -1, -1, -1);
+    const __m256i zero = _mm256_setzero_si256();
+    __m128i j[4];
+    /* s[cpp * i + c]: packet i's blocks 2c + 1, 2c + 2; s[4 * cpp], s[4 * cpp + 1]: the
+     * J0s of packets 0, 1 and 2, 3. */
+    __m256i s[4 * MAX_CPP + 2];
+    for (uint32_t i = 0; i < 4; i++) {
+        j[i] = i < n ? _mm_or_si128(_mm_and_si128(_mm_loadu_si128((const __m128i *)o[i]->iv),
+                                                  nonce_bytes),
+                                    one)
+                     : one;
+        __m256i ji = _mm256_broadcastsi128_si256(j[i]);
+        for (uint32_t c = 0; c < cpp; c++) {
+            /* The counter is big-endian, its last byte the top byte of each lane's fourth
+             * 32-bit word; J0's is 1, block b's is b + 1, and it never carries here. */
+            __m256i step = _mm256_set_epi32((int)((2 * c + 2) << 24), 0, 0, 0,
+                                            (int)((2 * c + 1) << 24), 0, 0, 0);
+            s[cpp * i + c] = _mm256_add_epi32(ji, step);
+        }
+    }
+    s[4 * cpp] = _mm256_set_m128i(j[1], j[0]);
+    s[4 * cpp + 1] = _mm256_set_m128i(j[3], j[2]);
+    for (uint32_t z = 0; z < chains; z++)
+        s[z] = _mm256_xor_si256(s[z], rk->k[0]);
+    for (int r = 1; r < rk->rounds; r++)
+        for (uint32_t z = 0; z < chains; z++)
+            s[z] = _mm256_aesenc_epi128(s[z], rk->k[r]);
+    for (uint32_t z = 0; z < chains; z++)
+        s[z] = _mm256_aesenclast_epi128(s[z], rk->k[rk->rounds]);
+
+    __m256i out[4][MAX_CPP];
+    __m128i lo[4], mid[4], hi[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        lo[i] = mid[i] = hi[i] = _mm_setzero_si128();
+        if (i >= n)
+            continue;
+        const struct espgw_aead_op *op = o[i];
+        uint32_t len = (uint32_t)op->len;
+        /* The ciphertext (what GHASH covers) two blocks at a time, zero past the text. */
+        __m256i ct[MAX_CPP];
+        for (uint32_t c = 0; c < cpp; c++) {
+            __m256i t = load_upto32(op->text, 32 * (int64_t)c, len);
+            out[i][c] = _mm256_and_si256(_mm256_xor_si256(t, s[cpp * i + c]),
+                                         first_bytes((int64_t)len - 32 * (int64_t)c));
+            ct[c] = encrypt ? out[i][c] : t;
+        }
+        /* GHASH's blocks X = (AAD, C1 .. Ck, lengths), m = k + 2 of them, X_j times
+         * H^(m - j), two to a pair: [AAD C1] [C2 C3] [C4 C5] ... The lengths block (bit
+         * lengths, already reflected) goes at X_(k+1). */
+        uint32_t k = (len + 15) / 16, m = k + 2;
+        __m128i aad = _mm_and_si128(_mm_loadu_si128((const __m128i *)op->aad),
+                                    _mm256_castsi256_si128(first_bytes(op->aad_len)));
+        __m256i lengths = _mm256_broadcastsi128_si256(
+            _mm_set_epi64x((long long)op->aad_len * 8, (long long)len * 8));
+        __m256i pos = _mm256_set1_epi64x((long long)(k + 1));
+        const uint8_t *h = hdesc + 16 * (PMAX - m);
+        __m256i l = zero, md = zero, hh = zero;
+        for (uint32_t g = 0; g < pairs; g++) {
+            __m256i x = g == 0 ? _mm256_inserti128_si256(_mm256_castsi128_si256(aad),
+                                                        _mm256_castsi256_si128(ct[0]), 1)
+                               : _mm256_permute2x128_si256(ct[g - 1], g < cpp ? ct[g] : zero,
+                                                           0x21);
+            __m256i at = _mm256_cmpeq_epi64(
+                pos, _mm256_set_epi64x(2 * g + 1, 2 * g + 1, 2 * g, 2 * g));
+            x = _mm256_xor_si256(reflect2(x), _mm256_and_si256(at, lengths));
+            __m256i hg = _mm256_loadu_si256((const __m256i *)(h + 32 * g));
+            l = _mm256_xor_si256(l, _mm256_clmulepi64_epi128(x, hg, 0x00));
+            hh = _mm256_xor_si256(hh, _mm256_clmulepi64_epi128(x, hg, 0x11));
+            md = _mm256_xor_si256(md, _mm256_xor_si256(_mm256_clmulepi64_epi128(x, hg, 0x01),
+                                                       _mm256_clmulepi64_epi128(x, hg, 0x10)));
+        }
+        lo[i] = _mm_xor_si128(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
+        mid[i] = _mm_xor_si128(_mm256_castsi256_si128(md), _mm256_extracti128_si256(md, 1));
+        hi[i] = _mm_xor_si128(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+    }
+    __m256i tags[2];
+    for (uint32_t p = 0; p < 2; p++) {
+        __m256i r = reduce2(_mm256_set_m128i(lo[2 * p + 1], lo[2 * p]),
+                            _mm256_set_m128i(mid[2 * p + 1], mid[2 * p]),
+                            _mm256_set_m128i(hi[2 * p + 1], hi[2 * p]));
+        tags[p] = _mm256_xor_si256(reflect2(r), s[4 * cpp + p]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct espgw_aead_op *op = o[i];
+        __m128i tag = (i & 1) ? _mm256_extracti128_si256(tags[i >> 1], 1)
+                              : _mm256_castsi256_si128(tags[i >> 1]);
+        int write;
+        if (encrypt) {
+            store_upto32(op->tag, 0, op->tag_len, _mm256_castsi128_si256(tag));
+            op->status = ESPGW_OP_DONE;
+            write = 1;
+        } else if (tag_equal(tag, op->text + op->len, op->tag_len)) {
+            op->status = ESPGW_OP_AUTHENTIC;
+            write = 1;
+        } else {
+            op->status = ESPGW_OP_FORGED;
+            write = 0;
+        }
+        if (write)
+            for (uint32_t c = 0; c < cpp; c++)
+                store_upto32(op->text, 32 * (int64_t)c, (int64_t)op->len, out[i][c]);
+    }
+}
+
+TARGET static void run_four_short(const struct round_keys *rk, const uint8_t *hdesc,
+                                  int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+{
+    run_four(rk, hdesc, encrypt, o, n, 0);
+}
+
+TARGET static void run_four_wide(const struct round_keys *rk, const uint8_t *hdesc,
+                                 int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+{
+    run_four(rk, hdesc, encrypt, o, n, 1);
+}
+
+/* As espgw_gcm_batch (gcm_batch.c dispatches here): the eligible ops four at a time,
+ * short and wide texts in separate groups. */
+TARGET uint32_t espgw_gcm_batch_avx2(const uint8_t *hdesc, const struct gcm_key_data *kd,
+                                     uint32_t key_bytes, int encrypt,
+                                     struct espgw_aead_op *ops, uint32_t n)
+{
+    struct round_keys rk;
+    struct espgw_aead_op *short_four[4], *wide_four[4];
+    uint32_t done = 0, ns = 0, nw = 0;
+    load_round_keys(kd, key_bytes, &rk);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!espgw_gcm_batch_eligible(&ops[i]))
+            continue;
+        if (ops[i].len <= SHORT_TEXT_MAX) {
+            short_four[ns++] = &ops[i];
+            if (ns == 4) {
+                run_four_short(&rk, hdesc, encrypt, short_four, 4);
+                done += 4;
+                ns = 0;
+            }
+        } else {
+            wide_four[nw++] = &ops[i];
+            if (nw == 4) {
+                run_four_wide(&rk, hdesc, encrypt, wide_four, 4);
+                done += 4;
+                nw = 0;
+            }
+        }
+    }
+    if (ns > 0) {
+        run_four_short(&rk, hdesc, encrypt, short_four, ns);
+        done += ns;
+    }
+    if (nw > 0) {
+        run_four_wide(&rk, hdesc, encrypt, wide_four, nw);
+        done += nw;
+    }
+    explicit_bzero(&rk, sizeof(rk));
+    return done;
+}

@@ -54,7 +54,7 @@
 #define TEXT_BLOCKS_MAX (ESPGW_GCM_BATCH_TEXT_MAX / 16)
 /* The longest text of the four-block groups; longer ones (up to ESPGW_GCM_BATCH_TEXT_MAX)
  * go in groups with a second AES chain and a third GHASH group per packet. */
-#define SHORT_TEXT_MAX 64
+#define SHORT_TEXT_MAX ESPGW_GCM_BATCH_SHORT_TEXT_MAX
 #define PMAX (TEXT_BLOCKS_MAX + 2)
 /* Powers stored descending: hdesc[i] = H^(PMAX - i), byte-reflected, then six zero
  * blocks that a packet's last group of four blocks may read past its end (its blocks
@@ -326,56 +326,68 @@ TARGET static inline void run_four(const struct round_keys *rk, const uint8_t *h
     }
 }
 
-TARGET static void run_four_short(const struct round_keys *rk, const uint8_t *hdesc,
-                                  int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+TARGET static void run_four_short(const void *rk, const uint8_t *hdesc, int encrypt,
+                                  struct espgw_aead_op *const *o, uint32_t n)
 {
     run_four(rk, hdesc, encrypt, o, n, 0);
 }
 
-TARGET static void run_four_wide(const struct round_keys *rk, const uint8_t *hdesc,
-                                 int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+TARGET static void run_four_wide(const void *rk, const uint8_t *hdesc, int encrypt,
+                                 struct espgw_aead_op *const *o, uint32_t n)
 {
     run_four(rk, hdesc, encrypt, o, n, 1);
 }
 
-/* Packets of up to four blocks and of five to eight go in separate groups, so that a
- * short packet never pays for a long one's second AES chain. */
+/* The eligible ops four at a time, packets of up to four blocks and of five to eight in
+ * separate groups (espgw_gcm_batch_in_fours), so that a short packet never pays for a
+ * long one's second AES chain. */
 TARGET static uint32_t batch_avx512(const uint8_t *hdesc, const struct gcm_key_data *kd,
                                     uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
                                     uint32_t n)
 {
     struct round_keys rk;
+    load_round_keys(kd, key_bytes, &rk);
+    uint32_t done =
+        espgw_gcm_batch_in_fours(&rk, hdesc, encrypt, ops, n, run_four_short, run_four_wide);
+    explicit_bzero(&rk, sizeof(rk));
+    return done;
+}
+
+/* Plain C (no target attribute): it only sorts the ops into groups and calls the kernel's
+ * passes, one indirect call per four packets. */
+uint32_t espgw_gcm_batch_in_fours(const void *rk, const uint8_t *hdesc, int encrypt,
+                                  struct espgw_aead_op *ops, uint32_t n,
+                                  espgw_gcm_four_fn run_short, espgw_gcm_four_fn run_wide)
+{
     struct espgw_aead_op *short_four[4], *wide_four[4];
     uint32_t done = 0, ns = 0, nw = 0;
-    load_round_keys(kd, key_bytes, &rk);
     for (uint32_t i = 0; i < n; i++) {
         if (!espgw_gcm_batch_eligible(&ops[i]))
             continue;
-        if (ops[i].len <= SHORT_TEXT_MAX) {
+        if (ops[i].len <= ESPGW_GCM_BATCH_SHORT_TEXT_MAX) {
             short_four[ns++] = &ops[i];
             if (ns == 4) {
-                run_four_short(&rk, hdesc, encrypt, short_four, 4);
+                run_short(rk, hdesc, encrypt, short_four, 4);
                 done += 4;
                 ns = 0;
             }
         } else {
             wide_four[nw++] = &ops[i];
             if (nw == 4) {
-                run_four_wide(&rk, hdesc, encrypt, wide_four, 4);
+                run_wide(rk, hdesc, encrypt, wide_four, 4);
                 done += 4;
                 nw = 0;
             }
         }
     }
     if (ns > 0) {
-        run_four_short(&rk, hdesc, encrypt, short_four, ns);
+        run_short(rk, hdesc, encrypt, short_four, ns);
         done += ns;
     }
     if (nw > 0) {
-        run_four_wide(&rk, hdesc, encrypt, wide_four, nw);
+        run_wide(rk, hdesc, encrypt, wide_four, nw);
         done += nw;
     }
-    explicit_bzero(&rk, sizeof(rk));
     return done;
 }
 

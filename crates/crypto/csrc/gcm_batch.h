@@ -32,6 +32,10 @@ _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
 /* The longest text (bytes) the batch path takes; longer goes to the library. */
 #define ESPGW_GCM_BATCH_TEXT_MAX 128
+/* The longest text of a kernel's short groups (four blocks); longer ones, up to
+ * ESPGW_GCM_BATCH_TEXT_MAX, go in groups of their own with a second AES chain, so that a
+ * short packet never pays for a long one's. */
+#define ESPGW_GCM_BATCH_SHORT_TEXT_MAX 64
 /* Bytes of a key's batch data (powers of its hash key). Mirrors src/ipsec_mb.rs. */
 #define ESPGW_GCM_BATCH_KEY_SIZE 320
 
@@ -66,5 +70,16 @@ void espgw_gcm_batch_key_avx2(const struct gcm_key_data *kd, uint32_t key_bytes,
 uint32_t espgw_gcm_batch_avx2(const uint8_t *batch_key, const struct gcm_key_data *kd,
                               uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
                               uint32_t n);
+
+/* One kernel's pass over up to four ops of one group: `rk` is the kernel's own round keys
+ * (each kernel lays them out for its register width). */
+typedef void (*espgw_gcm_four_fn)(const void *rk, const uint8_t *hdesc, int encrypt,
+                                  struct espgw_aead_op *const *o, uint32_t n);
+/* The eligible ops of `ops` four at a time through `run_short` (texts of at most
+ * ESPGW_GCM_BATCH_SHORT_TEXT_MAX bytes) or `run_wide` (longer), in arrival order within
+ * each group; returns how many ran. Both kernels' driver (gcm_batch.c). */
+uint32_t espgw_gcm_batch_in_fours(const void *rk, const uint8_t *hdesc, int encrypt,
+                                  struct espgw_aead_op *ops, uint32_t n,
+                                  espgw_gcm_four_fn run_short, espgw_gcm_four_fn run_wide);
 
 #endif

@@ -40,7 +40,7 @@
  * the four-block groups end, and the powers' layout (hdesc[i] = H^(PMAX - i), then zero
  * blocks that a packet's last pair may read past its end). */
 #define TEXT_BLOCKS_MAX (ESPGW_GCM_BATCH_TEXT_MAX / 16)
-#define SHORT_TEXT_MAX 64
+#define SHORT_TEXT_MAX ESPGW_GCM_BATCH_SHORT_TEXT_MAX
 #define PMAX (TEXT_BLOCKS_MAX + 2)
 #define HDESC_LEN (PMAX + 6)
 _Static_assert(HDESC_LEN * 16 <= ESPGW_GCM_BATCH_KEY_SIZE - 1, "batch key size");
@@ -329,55 +329,28 @@ TARGET static inline void run_four(const struct round_keys *rk, const uint8_t *h
     }
 }
 
-TARGET static void run_four_short(const struct round_keys *rk, const uint8_t *hdesc,
-                                  int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+TARGET static void run_four_short(const void *rk, const uint8_t *hdesc, int encrypt,
+                                  struct espgw_aead_op *const *o, uint32_t n)
 {
     run_four(rk, hdesc, encrypt, o, n, 0);
 }
 
-TARGET static void run_four_wide(const struct round_keys *rk, const uint8_t *hdesc,
-                                 int encrypt, struct espgw_aead_op *const *o, uint32_t n)
+TARGET static void run_four_wide(const void *rk, const uint8_t *hdesc, int encrypt,
+                                 struct espgw_aead_op *const *o, uint32_t n)
 {
     run_four(rk, hdesc, encrypt, o, n, 1);
 }
 
 /* As espgw_gcm_batch (gcm_batch.c dispatches here): the eligible ops four at a time,
- * short and wide texts in separate groups. */
+ * short and wide texts in separate groups (espgw_gcm_batch_in_fours). */
 TARGET uint32_t espgw_gcm_batch_avx2(const uint8_t *hdesc, const struct gcm_key_data *kd,
                                      uint32_t key_bytes, int encrypt,
                                      struct espgw_aead_op *ops, uint32_t n)
 {
     struct round_keys rk;
-    struct espgw_aead_op *short_four[4], *wide_four[4];
-    uint32_t done = 0, ns = 0, nw = 0;
     load_round_keys(kd, key_bytes, &rk);
-    for (uint32_t i = 0; i < n; i++) {
-        if (!espgw_gcm_batch_eligible(&ops[i]))
-            continue;
-        if (ops[i].len <= SHORT_TEXT_MAX) {
-            short_four[ns++] = &ops[i];
-            if (ns == 4) {
-                run_four_short(&rk, hdesc, encrypt, short_four, 4);
-                done += 4;
-                ns = 0;
-            }
-        } else {
-            wide_four[nw++] = &ops[i];
-            if (nw == 4) {
-                run_four_wide(&rk, hdesc, encrypt, wide_four, 4);
-                done += 4;
-                nw = 0;
-            }
-        }
-    }
-    if (ns > 0) {
-        run_four_short(&rk, hdesc, encrypt, short_four, ns);
-        done += ns;
-    }
-    if (nw > 0) {
-        run_four_wide(&rk, hdesc, encrypt, wide_four, nw);
-        done += nw;
-    }
+    uint32_t done =
+        espgw_gcm_batch_in_fours(&rk, hdesc, encrypt, ops, n, run_four_short, run_four_wide);
     explicit_bzero(&rk, sizeof(rk));
     return done;
 }

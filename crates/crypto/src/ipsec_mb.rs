@@ -818,15 +818,23 @@ mod imp {
                 // text, then room for the tag), which nothing else borrows during the
                 // calls; the key data and the batch data are live and of the sizes the
                 // kernel and the library expect; the manager is live on this thread.
+                // The kernel gets the ops in bursts of 1-7 (cycling): every count left over
+                // after the groups of four, in both the short and the wide group.
                 let (ran, direct) = unsafe {
-                    let ran = espgw_gcm_batch(
-                        batch.0.as_ptr(),
-                        data.as_ptr().cast(),
-                        key_len as u32,
-                        1,
-                        kernel_ops.as_mut_ptr(),
-                        n,
-                    );
+                    let mut ran = 0;
+                    let (mut rest, mut burst) = (&mut kernel_ops[..], 1usize);
+                    while !rest.is_empty() {
+                        let (chunk, tail) = rest.split_at_mut(burst.min(rest.len()));
+                        ran += espgw_gcm_batch(
+                            batch.0.as_ptr(),
+                            data.as_ptr().cast(),
+                            key_len as u32,
+                            1,
+                            chunk.as_mut_ptr(),
+                            chunk.len() as u32,
+                        );
+                        (rest, burst) = (tail, burst % 7 + 1);
+                    }
                     let direct = with_mgr(|m| {
                         espgw_gcm_direct(
                             m,

@@ -814,12 +814,12 @@ mod imp {
                 let mut kernel_ops = ops_for(&mut by_kernel);
                 let mut library_ops = ops_for(&mut by_library);
                 let n = lens.len() as u32;
+                // The kernel gets the ops in bursts of 1-7 (cycling): every count left over
+                // after the groups of four, in both the short and the wide group.
                 // SAFETY: every op points into its own live buffer of len + 16 bytes (the
                 // text, then room for the tag), which nothing else borrows during the
                 // calls; the key data and the batch data are live and of the sizes the
                 // kernel and the library expect; the manager is live on this thread.
-                // The kernel gets the ops in bursts of 1-7 (cycling): every count left over
-                // after the groups of four, in both the short and the wide group.
                 let (ran, direct) = unsafe {
                     let mut ran = 0;
                     let (mut rest, mut burst) = (&mut kernel_ops[..], 1usize);

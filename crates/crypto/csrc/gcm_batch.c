@@ -402,3 +402,12 @@ uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd, ui
     default: return 0;
     }
 }
+
+/* The 256-bit kernel's AES-GMAC pass where the batch data is for it; see gcm_batch.h. */
+uint32_t espgw_gmac_batch(const uint8_t *hdesc, const struct gcm_key_data *kd,
+                          uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n)
+{
+    if (hdesc[ESPGW_GCM_BATCH_KEY_SIZE - 1] != ESPGW_GCM_BATCH_AVX2)
+        return 0;
+    return espgw_gmac_batch_avx2(hdesc, kd, key_bytes, ops, n);
+}

@@ -57,6 +57,15 @@ int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8
 uint32_t espgw_gcm_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
                          uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops, uint32_t n);
 
+/* AES-GMAC tags (RFC 4543) of the ops of `ops` that a batch kernel takes: an op's `text`
+ * and `len` are the bytes the tag covers (read, never written), `aad_len` must be 0; the
+ * tag (`tag_len` bytes) goes to op->tag and the status to ESPGW_OP_DONE; the others are
+ * left untouched. Only the 256-bit kernel has this pass: with batch data for any other it
+ * runs nothing (the library's own AVX-512 GCM is the one measured there). Returns how
+ * many it ran. */
+uint32_t espgw_gmac_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
+                          uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n);
+
 /* Whether an op goes through a batch kernel (its text, AAD and tag lengths). */
 static inline int espgw_gcm_batch_eligible(const struct espgw_aead_op *op)
 {
@@ -64,12 +73,14 @@ static inline int espgw_gcm_batch_eligible(const struct espgw_aead_op *op)
            op->tag_len <= 16;
 }
 
-/* gcm_batch_avx2.c's halves of espgw_gcm_batch_key and espgw_gcm_batch, which dispatch
- * to them. */
+/* gcm_batch_avx2.c's halves of espgw_gcm_batch_key, espgw_gcm_batch and
+ * espgw_gmac_batch, which dispatch to them. */
 void espgw_gcm_batch_key_avx2(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
 uint32_t espgw_gcm_batch_avx2(const uint8_t *batch_key, const struct gcm_key_data *kd,
                               uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
                               uint32_t n);
+uint32_t espgw_gmac_batch_avx2(const uint8_t *batch_key, const struct gcm_key_data *kd,
+                               uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n);
 
 /* One kernel's pass over up to four ops of one group: `rk` is the kernel's own round keys
  * (each kernel lays them out for its register width). */

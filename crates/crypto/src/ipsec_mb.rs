@@ -16,7 +16,7 @@
 #[cfg(espgw_ipsec_mb)]
 pub use imp::{this_threads_code, IpsecMbProvider, MbApi, OwnInstance};
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{with_mgr, GcmKeyData, ImbMgr};
+pub(crate) use imp::{with_mgr, GcmBatchKey, GcmKeyData, ImbMgr};
 
 /// Stands in when espgw is built without intel-ipsec-mb: there is no library to load a
 /// private instance of, so [`OwnInstance::load`] always says so. (A struct no caller can
@@ -316,7 +316,8 @@ mod imp {
         Job,
         /// The direct API, with AES-GCM packets of up to 128 bytes of text sealed and
         /// opened four at a time by espgw's own kernel (`csrc/gcm_batch.c`) where the
-        /// CPU has AVX-512, VAES and VPCLMULQDQ (the default).
+        /// CPU has VAES and VPCLMULQDQ (with AVX-512 or AVX2), and AES-GMAC ICVs over up
+        /// to 128 bytes too on the AVX2 kernel (the default).
         Batch,
     }
 
@@ -386,7 +387,8 @@ mod imp {
             auth_key: &[u8],
             esn: bool,
         ) -> Option<Result<Arc<dyn crate::EspKey>, CryptoError>> {
-            crate::ipsec_mb_esp::multi_buffer_esp_key(suite, enc_key, auth_key, esn)
+            let batch = self.api == MbApi::Batch;
+            crate::ipsec_mb_esp::multi_buffer_esp_key(suite, enc_key, auth_key, esn, batch)
         }
 
         fn multi_buffer_ah(
@@ -394,7 +396,7 @@ mod imp {
             integ: crate::Integrity,
             key: &[u8],
         ) -> Option<Result<Box<dyn crate::AhBurst>, CryptoError>> {
-            crate::ipsec_mb_esp::multi_buffer_ah(integ, key)
+            crate::ipsec_mb_esp::multi_buffer_ah(integ, key, self.api == MbApi::Batch)
         }
     }
 
@@ -457,12 +459,12 @@ mod imp {
 
     /// What the batch kernel keeps of a key besides the library's data (the powers of its
     /// hash key, secret as the key is); zeroized on drop.
-    struct GcmBatchKey(Box<[u8; GCM_BATCH_KEY_SIZE]>);
+    pub(crate) struct GcmBatchKey(Box<[u8; GCM_BATCH_KEY_SIZE]>);
 
     impl GcmBatchKey {
         /// The batch data of the key in `data` (`key_bytes` long), or `None` where this
         /// CPU cannot run the kernel.
-        fn new(data: &GcmKeyData, key_bytes: usize) -> Option<Self> {
+        pub(crate) fn new(data: &GcmKeyData, key_bytes: usize) -> Option<Self> {
             let mut out = GcmBatchKey(Box::new([0; GCM_BATCH_KEY_SIZE]));
             // SAFETY: `data` is a live gcm_key_data the library precomputed for a key of
             // `key_bytes` (16, 24 or 32) bytes; `out` has GCM_BATCH_KEY_SIZE writable bytes.
@@ -470,6 +472,11 @@ mod imp {
                 espgw_gcm_batch_key(data.as_ptr().cast(), key_bytes as u32, out.0.as_mut_ptr())
             };
             (ok == 1).then_some(out)
+        }
+
+        /// The batch data for the kernel (`ESPGW_GCM_BATCH_KEY_SIZE` bytes).
+        pub(crate) fn as_ptr(&self) -> *const u8 {
+            self.0.as_ptr()
         }
 
         /// The batch kernel this CPU runs (`ESPGW_GCM_BATCH_*` in `csrc/gcm_batch.h`), if

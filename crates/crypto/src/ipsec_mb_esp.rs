@@ -14,6 +14,11 @@
 //! - the text of a packet that fails is zeroed, and a packet that fails takes no other
 //!   packet of its burst with it.
 //!
+//! AES-GMAC goes not through jobs but one call a packet through the library's direct GCM
+//! API (an empty text), or, for ICVs over up to 128 bytes where the CPU runs espgw's
+//! 256-bit batch kernel, four at a time through that kernel's GMAC pass
+//! (`csrc/gcm_batch_avx2.c`, `espgw_gmac_direct` in the shim choosing).
+//!
 //! Suites the library lacks (3DES-CBC, NULL/NULL) and AES-GMAC with ESN stay on the
 //! portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and
 //! counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
@@ -38,7 +43,7 @@ mod imp {
     use crate::ah::{AhBurst, AhOp};
     use crate::ct::ct_eq;
     use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
-    use crate::ipsec_mb::{with_mgr, GcmKeyData, ImbMgr};
+    use crate::ipsec_mb::{with_mgr, GcmBatchKey, GcmKeyData, ImbMgr};
     use crate::suite::{Encryption, Integrity, Suite};
     use crate::CryptoError;
 
@@ -105,25 +110,41 @@ mod imp {
     // The shim asserts the same size for its struct.
     const _: () = assert!(std::mem::size_of::<RawOp>() == 200);
 
-    /// Mirrors `struct espgw_gmac_op` in the shim, which asserts the same size.
+    /// One AES-GMAC op as `espgw_gmac_direct` takes it: the shim's `struct espgw_aead_op`
+    /// (whose size `gcm_batch.h` asserts) with the covered bytes as its text and no AAD.
     #[repr(C)]
     struct RawGmacOp {
-        aad: *const u8,
-        aad_len: u64,
+        /// Everything the ICV covers (read, never written).
+        covered: *const u8,
+        covered_len: u64,
+        /// Where the tag is written.
         tag: *mut u8,
+        /// The nonce: salt || the packet's IV.
         iv: [u8; 12],
+        /// The op's AAD: never used (all that AES-GMAC covers is GCM's AAD, `covered`).
+        unused_aad: [u8; 12],
+        unused_aad_len: u32,
         tag_len: u32,
+        /// [`GMAC_PENDING`] when handed over, [`GMAC_DONE`] once the tag is written.
+        status: i32,
     }
 
-    const _: () = assert!(std::mem::size_of::<RawGmacOp>() == 40);
+    const _: () = assert!(std::mem::size_of::<RawGmacOp>() == 64);
+
+    /// `ESPGW_OP_PENDING` and `ESPGW_OP_DONE` of `gcm_batch.h`.
+    const GMAC_PENDING: i32 = -1;
+    const GMAC_DONE: i32 = 0;
 
     impl RawGmacOp {
         const UNUSED: RawGmacOp = RawGmacOp {
-            aad: std::ptr::null(),
-            aad_len: 0,
+            covered: std::ptr::null(),
+            covered_len: 0,
             tag: std::ptr::null_mut(),
             iv: [0; 12],
+            unused_aad: [0; 12],
+            unused_aad_len: 0,
             tag_len: 0,
+            status: GMAC_PENDING,
         };
     }
 
@@ -141,6 +162,7 @@ mod imp {
     extern "C" {
         fn espgw_gmac_direct(
             m: *mut ImbMgr,
+            batch_key: *const u8,
             kd: *const u8,
             key_bytes: u32,
             ops: *mut RawGmacOp,
@@ -229,6 +251,9 @@ mod imp {
         keys: Box<KeyStore>,
         /// AES-GMAC: the precomputed `struct gcm_key_data`.
         gcm_key: Option<GcmKeyData>,
+        /// AES-GMAC through the batch kernel (`csrc/gcm_batch_avx2.c`) where this CPU runs
+        /// it: the key's batch data (the powers of its hash key).
+        gcm_batch: Option<GcmBatchKey>,
     }
 
     /// The shim's cipher and hash for `suite`, or `None` where the library has no
@@ -268,11 +293,13 @@ mod imp {
 
     /// The multi-buffer transform for `suite`, or `None` where the library has none (the
     /// caller then builds the portable one). Key lengths were checked by the caller.
+    /// `batch`: AES-GMAC may go through the batch kernel (`MbApi::Batch`).
     pub(crate) fn multi_buffer_esp_key(
         suite: Suite,
         enc_key: &[u8],
         auth_key: &[u8],
         esn: bool,
+        batch: bool,
     ) -> Option<Result<Arc<dyn EspKey>, CryptoError>> {
         if let Encryption::AesCcm {
             key_len: 24,
@@ -286,7 +313,7 @@ mod imp {
         }
         let (cipher, hash) = library_ids(suite, esn)?;
         Some(
-            build_mb(suite, cipher, hash, enc_key, auth_key, esn)
+            build_mb(suite, cipher, hash, enc_key, auth_key, esn, batch)
                 .map(|k| Arc::new(k) as Arc<dyn EspKey>),
         )
     }
@@ -309,7 +336,7 @@ mod imp {
                 integ: Integrity::None,
             };
             Ok(AesCipherOnly {
-                esp: build_mb(suite, C_CBC, H_NULL, key, &[], false)?,
+                esp: build_mb(suite, C_CBC, H_NULL, key, &[], false, false)?,
                 what: ENCRYPT_ONLY,
             })
         }
@@ -322,7 +349,7 @@ mod imp {
             };
             let mut material = key.to_vec();
             material.extend_from_slice(&[0; 4]);
-            let built = build_mb(suite, C_CTR, H_NULL, &material, &[], false);
+            let built = build_mb(suite, C_CTR, H_NULL, &material, &[], false, false);
             material.zeroize();
             Ok(AesCipherOnly {
                 esp: built?,
@@ -397,9 +424,11 @@ mod imp {
     /// AH's ICV through the library for `integ`: every AH algorithm has a multi-buffer
     /// path (HMACs and AES-XCBC-MAC as ESP with NULL encryption, AES-GMAC as ESP's
     /// AES-GMAC, whose key is AH's: AES key then salt). The key length was checked.
+    /// `batch` as for [`multi_buffer_esp_key`].
     pub(crate) fn multi_buffer_ah(
         integ: Integrity,
         key: &[u8],
+        batch: bool,
     ) -> Option<Result<Box<dyn AhBurst>, CryptoError>> {
         let (suite, enc_key, auth_key): (Suite, &[u8], &[u8]) = match integ {
             Integrity::None => return None,
@@ -422,7 +451,7 @@ mod imp {
         };
         let (cipher, hash) = library_ids(suite, false)?;
         Some(
-            build_mb(suite, cipher, hash, enc_key, auth_key, false)
+            build_mb(suite, cipher, hash, enc_key, auth_key, false, batch)
                 .map(|esp| Box::new(MbAh { esp }) as Box<dyn AhBurst>),
         )
     }
@@ -434,6 +463,7 @@ mod imp {
         enc_key: &[u8],
         auth_key: &[u8],
         esn: bool,
+        batch: bool,
     ) -> Result<MbEsp, CryptoError> {
         let mut keys = Box::new(KeyStore {
             enc: [0; 256],
@@ -490,6 +520,12 @@ mod imp {
         };
         let gcm_key = match suite.enc {
             Encryption::AesGmac { key_len } => Some(GcmKeyData::precompute(&enc_key[..key_len])?),
+            _ => None,
+        };
+        let gcm_batch = match (&gcm_key, suite.enc) {
+            (Some(data), Encryption::AesGmac { key_len }) if batch => {
+                GcmBatchKey::new(data, key_len)
+            }
             _ => None,
         };
         let ks = &mut *keys;
@@ -556,6 +592,7 @@ mod imp {
             key_bytes,
             keys,
             gcm_key,
+            gcm_batch,
         })
     }
 
@@ -813,6 +850,7 @@ mod imp {
                     let mut used = 0;
                     let mut index = [0u8; GMAC_CHUNK];
                     for (k, item) in chunk.iter_mut().enumerate() {
+                        raw[used].status = GMAC_PENDING;
                         if fill(item, &mut raw[used], tag_base.wrapping_add(used).cast()) {
                             index[used] = k as u8;
                             used += 1;
@@ -821,15 +859,21 @@ mod imp {
                     if used == 0 {
                         continue;
                     }
+                    let batch_key = self
+                        .gcm_batch
+                        .as_ref()
+                        .map_or(std::ptr::null(), |b| b.as_ptr());
                     let ran = with_mgr(|m| {
                         // SAFETY: m is this thread's live manager; the key data is a
-                        // live, precomputed gcm_key_data of `key_len` bytes; each of
-                        // the first `used` records was written by `fill` from an item
-                        // borrowed for this call (what the ICV covers, and its ICV
-                        // bytes or a slot of `tags`), lengths from those buffers.
+                        // live, precomputed gcm_key_data of `key_len` bytes, the batch
+                        // data (or null) computed from it; each of the first `used`
+                        // records was written by `fill` from an item borrowed for this
+                        // call (what the ICV covers, and its ICV bytes or a slot of
+                        // `tags`), lengths from those buffers, its status pending.
                         unsafe {
                             espgw_gmac_direct(
                                 m,
+                                batch_key,
                                 key.as_ptr(),
                                 key_len as u32,
                                 raw.as_mut_ptr(),
@@ -843,9 +887,12 @@ mod imp {
                         // stale; every item stays failed.
                         continue;
                     }
-                    for (tag, &k) in tags[..used].iter().zip(&index) {
-                        let k = usize::from(k);
-                        done(c * GMAC_CHUNK + k, &mut chunk[k], tag);
+                    for ((tag, r), &k) in tags[..used].iter().zip(&raw[..used]).zip(&index) {
+                        // Every op completes; one that did not would stay failed.
+                        if r.status == GMAC_DONE {
+                            let k = usize::from(k);
+                            done(c * GMAC_CHUNK + k, &mut chunk[k], tag);
+                        }
                     }
                 }
             });
@@ -873,8 +920,8 @@ mod imp {
             r.iv = self.gmac_nonce(&esp[ESP_HEADER_LEN..ESP_HEADER_LEN + 8]);
             // Both pointers from one: the covered bytes and the ICV are disjoint.
             let base = esp.as_mut_ptr();
-            r.aad = base;
-            r.aad_len = text_end as u64;
+            r.covered = base;
+            r.covered_len = text_end as u64;
             r.tag = if tag.is_null() {
                 base.wrapping_add(text_end)
             } else {
@@ -1107,8 +1154,8 @@ mod imp {
                     ops,
                     |op, r, scratch| {
                         r.iv = self.esp.gmac_nonce(&op.iv);
-                        r.aad = op.text.as_ptr();
-                        r.aad_len = op.text.len() as u64;
+                        r.covered = op.text.as_ptr();
+                        r.covered_len = op.text.len() as u64;
                         r.tag = scratch;
                         r.tag_len = icv as u32;
                         true

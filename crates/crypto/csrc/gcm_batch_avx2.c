@@ -346,42 +346,40 @@ run_four(const struct round_keys *rk, const uint8_t *hdesc, int encrypt,
     }
 }
 
-TARGET static void run_four_short(const void *rk, const uint8_t *hdesc, int encrypt,
-                                  struct espgw_aead_op *const *o, uint32_t n)
-{
-    run_four(rk, hdesc, encrypt, o, n, 0, 0);
-}
+/* The four passes, `wide` and `gmac` constants in each (run_four is forced inline). */
+#define PASS(name, wide, gmac)                                                            \
+    TARGET static void name(const void *rk, const uint8_t *hdesc, int encrypt,            \
+                            struct espgw_aead_op *const *o, uint32_t n)                   \
+    {                                                                                     \
+        run_four(rk, hdesc, encrypt, o, n, wide, gmac);                                   \
+    }
+PASS(gcm_four_short, 0, 0)
+PASS(gcm_four_wide, 1, 0)
+PASS(gmac_four_short, 0, 1)
+PASS(gmac_four_wide, 1, 1)
+#undef PASS
 
-TARGET static void run_four_wide(const void *rk, const uint8_t *hdesc, int encrypt,
-                                 struct espgw_aead_op *const *o, uint32_t n)
-{
-    run_four(rk, hdesc, encrypt, o, n, 1, 0);
-}
-
-/* As espgw_gcm_batch (gcm_batch.c dispatches here): the eligible ops four at a time,
- * short and wide texts in separate groups (espgw_gcm_batch_in_fours). */
-TARGET uint32_t espgw_gcm_batch_avx2(const uint8_t *hdesc, const struct gcm_key_data *kd,
-                                     uint32_t key_bytes, int encrypt,
-                                     struct espgw_aead_op *ops, uint32_t n)
+/* The eligible ops of `ops` through the driver (espgw_gcm_batch_in_fours) with a pair of
+ * passes, under the key's round keys, which are wiped after. */
+TARGET static uint32_t in_fours(const struct gcm_key_data *kd, uint32_t key_bytes,
+                                const uint8_t *hdesc, int encrypt, struct espgw_aead_op *ops,
+                                uint32_t n, espgw_gcm_four_fn run_short,
+                                espgw_gcm_four_fn run_wide)
 {
     struct round_keys rk;
     load_round_keys(kd, key_bytes, &rk);
-    uint32_t done =
-        espgw_gcm_batch_in_fours(&rk, hdesc, encrypt, ops, n, run_four_short, run_four_wide);
+    uint32_t done = espgw_gcm_batch_in_fours(&rk, hdesc, encrypt, ops, n, run_short, run_wide);
     explicit_bzero(&rk, sizeof(rk));
     return done;
 }
 
-TARGET static void gmac_four_short(const void *rk, const uint8_t *hdesc, int encrypt,
-                                   struct espgw_aead_op *const *o, uint32_t n)
+/* As espgw_gcm_batch (gcm_batch.c dispatches here): the eligible ops four at a time,
+ * short and wide texts in separate groups. */
+TARGET uint32_t espgw_gcm_batch_avx2(const uint8_t *hdesc, const struct gcm_key_data *kd,
+                                     uint32_t key_bytes, int encrypt,
+                                     struct espgw_aead_op *ops, uint32_t n)
 {
-    run_four(rk, hdesc, encrypt, o, n, 0, 1);
-}
-
-TARGET static void gmac_four_wide(const void *rk, const uint8_t *hdesc, int encrypt,
-                                  struct espgw_aead_op *const *o, uint32_t n)
-{
-    run_four(rk, hdesc, encrypt, o, n, 1, 1);
+    return in_fours(kd, key_bytes, hdesc, encrypt, ops, n, gcm_four_short, gcm_four_wide);
 }
 
 /* As espgw_gmac_batch (gcm_batch.c dispatches here): the eligible ops' tags four at a
@@ -389,10 +387,5 @@ TARGET static void gmac_four_wide(const void *rk, const uint8_t *hdesc, int encr
 TARGET uint32_t espgw_gmac_batch_avx2(const uint8_t *hdesc, const struct gcm_key_data *kd,
                                       uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n)
 {
-    struct round_keys rk;
-    load_round_keys(kd, key_bytes, &rk);
-    uint32_t done =
-        espgw_gcm_batch_in_fours(&rk, hdesc, 1, ops, n, gmac_four_short, gmac_four_wide);
-    explicit_bzero(&rk, sizeof(rk));
-    return done;
+    return in_fours(kd, key_bytes, hdesc, 1, ops, n, gmac_four_short, gmac_four_wide);
 }

@@ -30,14 +30,17 @@ struct espgw_aead_op {
 /* Mirrors `RawAeadOp` in src/ipsec_mb.rs, which asserts the same size. */
 _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
-/* The longest text (bytes) the batch path takes; longer goes to the library. */
+/* The longest text (bytes) of the four-packet groups; longer goes to the library, except on
+ * the 256-bit kernel, which takes it one packet at a time (gcm_batch_avx2.c, gcm_long). */
 #define ESPGW_GCM_BATCH_TEXT_MAX 128
 /* The longest text of a kernel's short groups (four blocks); longer ones, up to
  * ESPGW_GCM_BATCH_TEXT_MAX, go in groups of their own with a second AES chain, so that a
  * short packet never pays for a long one's. */
 #define ESPGW_GCM_BATCH_SHORT_TEXT_MAX 64
-/* Bytes of a key's batch data (powers of its hash key). Mirrors src/ipsec_mb.rs. */
-#define ESPGW_GCM_BATCH_KEY_SIZE 320
+/* Bytes of a key's batch data (powers of its hash key: up to H^16 for the 256-bit kernel's
+ * one-packet pass, then zero blocks, the kernel's id in the last byte). Mirrors
+ * src/ipsec_mb.rs. */
+#define ESPGW_GCM_BATCH_KEY_SIZE 384
 
 /* Which batch kernel this CPU runs: ESPGW_GCM_BATCH_AVX512 (AVX-512 F/BW/VL, VAES,
  * VPCLMULQDQ: gcm_batch.c), ESPGW_GCM_BATCH_AVX2 (AVX2, VAES, VPCLMULQDQ without AVX-512:
@@ -49,20 +52,22 @@ int espgw_gcm_batch_supported(void);
  * (ESPGW_GCM_BATCH_KEY_SIZE bytes: the powers of H, and in its last byte the kernel they
  * are for); returns 0, writing nothing, where the CPU lacks the instructions. */
 int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
-/* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text, an
- * AAD of at most 12 bytes and a tag of 1-16 bytes; leaves the others untouched. A seal's
+/* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text (on
+ * the 256-bit kernel, up to 16 MiB), an AAD of at most 12 bytes and a tag of 1-16 bytes;
+ * leaves the others untouched. A seal's
  * status becomes ESPGW_OP_DONE (its tag written after its text), an open's
  * ESPGW_OP_AUTHENTIC or ESPGW_OP_FORGED (no tag written anywhere). Returns how many it
  * ran. */
 uint32_t espgw_gcm_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
                          uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops, uint32_t n);
 
-/* AES-GMAC tags (RFC 4543) of the ops of `ops` that a batch kernel takes: an op's `text`
- * and `len` are the bytes the tag covers (read, never written), `aad_len` must be 0; the
- * tag (`tag_len` bytes) goes to op->tag and the status to ESPGW_OP_DONE; the others are
- * left untouched. Only the 256-bit kernel has this pass: with batch data for any other it
- * runs nothing (the library's own AVX-512 GCM is the one measured there). Returns how
- * many it ran. */
+/* AES-GMAC tags (RFC 4543) of the ops of `ops` that a batch kernel takes (up to 16 MiB:
+ * four at a time up to ESPGW_GCM_BATCH_TEXT_MAX bytes, longer ones one at a time): an
+ * op's `text` and `len` are the bytes the tag covers (read, never written), `aad_len`
+ * must be 0; the tag (`tag_len` bytes) goes to op->tag and the status to ESPGW_OP_DONE;
+ * the others are left untouched. Only the 256-bit kernel has these passes: with batch
+ * data for any other it runs nothing (the library's own AVX-512 GCM is the one measured
+ * there). Returns how many it ran. */
 uint32_t espgw_gmac_batch(const uint8_t *batch_key, const struct gcm_key_data *kd,
                           uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n);
 

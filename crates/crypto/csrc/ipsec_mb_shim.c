@@ -784,10 +784,11 @@ int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
 }
 
 /*
- * AES-GMAC (RFC 4543): GCM of an empty text, the authenticated bytes as its AAD. Ops of at
- * most ESPGW_GCM_BATCH_TEXT_MAX bytes go four at a time through the batch kernel's GMAC
- * pass where `batch_key` is given (espgw_gmac_batch, the 256-bit kernel: 1.6-1.7x the
- * library's call at 56 bytes), the rest one call each through the direct GCM API (the
+ * AES-GMAC (RFC 4543): GCM of an empty text, the authenticated bytes as its AAD. Where
+ * `batch_key` is given, ops go through the batch kernel's GMAC passes first
+ * (espgw_gmac_batch, the 256-bit kernel: four at a time up to ESPGW_GCM_BATCH_TEXT_MAX
+ * bytes, 1.6-1.7x the library's call at 56 bytes; longer ones one at a time), and any it
+ * leaves one call each through the direct GCM API (the
  * library's GMAC job runs older code: on the CPUs measured, 10.2 against 16.9 Mops at
  * 1040 bytes). Each op is a struct espgw_aead_op whose `text`/`len` are the covered bytes
  * (`aad_len` 0), its status ESPGW_OP_PENDING on entry and ESPGW_OP_DONE after: every op

@@ -15,9 +15,9 @@
 //!   packet of its burst with it.
 //!
 //! AES-GMAC goes not through jobs but one call a packet through the library's direct GCM
-//! API (an empty text), or, for ICVs over up to 128 bytes where the CPU runs espgw's
-//! 256-bit batch kernel, four at a time through that kernel's GMAC pass
-//! (`csrc/gcm_batch_avx2.c`, `espgw_gmac_direct` in the shim choosing).
+//! API (an empty text), or, where the CPU runs espgw's 256-bit batch kernel, through that
+//! kernel's GMAC passes (`csrc/gcm_batch_avx2.c`: ICVs over up to 128 bytes four at a
+//! time, longer ones one at a time; `espgw_gmac_direct` in the shim choosing).
 //!
 //! Suites the library lacks (3DES-CBC, NULL/NULL) and AES-GMAC with ESN stay on the
 //! portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and

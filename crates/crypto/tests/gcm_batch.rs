@@ -1,12 +1,13 @@
-//! The batch AES-GCM kernel (`csrc/gcm_batch.c`, short packets several at a time) against
+//! The batch AES-GCM kernels (`csrc/gcm_batch.c`, `csrc/gcm_batch_avx2.c`) against
 //! intel-ipsec-mb's one-packet direct API and against aws-lc-rs (an independent
 //! implementation): random bursts of AES-128/192/256-GCM ESP packets with 8-, 12- and
 //! 16-byte ICVs, with and without ESN (8- and 12-byte AAD), texts on both sides of the
-//! kernel's limits (64 bytes for its four-block groups, 128 for its eight-block ones) and up
-//! to 1,604 bytes (the library's alone); all three seal to the same bytes, each opens what
-//! the others sealed, and a tampered packet fails alone. The same for ESP's and AH's
-//! AES-GMAC (RFC 4543), whose ICVs over up to 128 bytes the 256-bit kernel computes
-//! (`csrc/gcm_batch_avx2.c`'s GMAC pass) where it runs.
+//! kernels' limits (64 bytes for the four-block groups, 128 for the eight-block ones,
+//! beyond which the 256-bit kernel takes one packet at a time in groups of 256 and 128
+//! bytes and the AVX-512 host calls the library), up to 1,604 bytes and jumbo ones; all
+//! three seal to the same bytes, each opens what the others sealed, and a tampered packet
+//! fails alone. The same for ESP's and AH's AES-GMAC (RFC 4543), whose ICVs the 256-bit
+//! kernel computes (its GMAC passes) where it runs.
 
 use std::sync::Arc;
 
@@ -201,9 +202,9 @@ fn gmac_suites() -> Vec<Suite> {
 }
 
 /// ESP AES-GMAC in bursts of every size from 1 to 9 (so that every remainder of the
-/// kernel's groups of four, short and wide, ends a burst), the ICV covering 20 to 160
-/// bytes (header, IV and payload: both of the kernel's groups and the library's beyond
-/// 128), every fifth packet tampered with.
+/// kernel's groups of four, short and wide, ends a burst), the ICV covering 20 to 560
+/// bytes (header, IV and payload: both of the kernel's groups and, beyond 128, the
+/// 256-bit kernel's one-packet pass or the library), every fifth packet tampered with.
 #[test]
 fn gmac_bursts_of_every_size_agree() {
     if !multi_buffer_built() {
@@ -214,7 +215,7 @@ fn gmac_bursts_of_every_size_agree() {
         for n in 1..=9usize {
             for start in (0..=144).step_by(4) {
                 let payloads: Vec<(usize, u8)> = (0..n)
-                    .map(|i| ((start + 37 * i) % 145, (start + i) as u8))
+                    .map(|i| ((start + 37 * i) % 145 + 400 * (i % 2), (start + i) as u8))
                     .collect();
                 let tamper: Vec<Option<usize>> = (0..n)
                     .map(|i| ((start / 4 + i) % 5 == 2).then_some(start + i))
@@ -226,8 +227,8 @@ fn gmac_bursts_of_every_size_agree() {
 }
 
 /// AH's AES-GMAC ICV (RFC 4543 §5) through the batch kernel and the library alone, for
-/// every text length from 1 to 160 bytes in bursts of 1-9, against aws-lc-rs's one-packet
-/// MAC.
+/// every text length from 1 to 700 bytes and some jumbo ones, in bursts of 1-9, against
+/// aws-lc-rs's one-packet MAC.
 #[test]
 fn ah_gmac_bursts_agree_with_the_one_packet_mac() {
     if !multi_buffer_built() {
@@ -256,7 +257,7 @@ fn ah_gmac_bursts_agree_with_the_one_packet_mac() {
         for (name, k) in &paths {
             assert!(k.is_multi_buffer(), "{name}: AH GMAC not on intel-ipsec-mb");
         }
-        let mut lens = (1..=160usize).peekable();
+        let mut lens = (1..=700usize).chain([1500, 4099, 9000]).peekable();
         let mut n = 1;
         while lens.peek().is_some() {
             let texts: Vec<Vec<u8>> = lens
@@ -297,6 +298,24 @@ fn ah_gmac_bursts_agree_with_the_one_packet_mac() {
                 assert_eq!(bufs, texts, "{name}: GMAC left the text as it was");
             }
             n = n % 9 + 1;
+        }
+    }
+}
+
+/// Jumbo texts (4 KB, 9 KB frames and a 60 KB packet), every AES-GCM and AES-GMAC suite:
+/// the 256-bit kernel's one-packet pass (or the AVX-512 host's library) agrees with the
+/// library alone and aws-lc-rs far past a 1,500-byte MTU, and a tampered one fails alone.
+#[test]
+fn jumbo_texts_agree() {
+    if !multi_buffer_built() {
+        return;
+    }
+    kernel_expected();
+    for suite in batch_suites() {
+        let payloads = [(4093, 1), (8999, 2), (60_001, 3), (257, 4)];
+        let tamper = [None, Some(usize::MAX), None, None];
+        for esn in [false, true] {
+            agree(suite, esn, 77, &payloads, &tamper);
         }
     }
 }

@@ -456,10 +456,12 @@ ghash_pairs(__m128i S, const __m256i *x, const uint8_t *h, int pairs)
 }
 
 /* S = (S + X1) H^t + X2 H^(t-1) + ... + Xt H for the t blocks in x (two to a register, in
- * order; byte-reflected; zero past the t-th), t from 1 to 16. One copy per count of
- * registers, so that each keeps x in registers (a loop over a count known only at run
- * time kept them on the stack, a store-forwarding wait on every load). */
-TARGET static inline __m128i ghash_blocks(__m128i S, const __m256i *x, uint32_t t,
+ * order; byte-reflected; zero past the t-th), t from 1 to 2 * LAST_PAIRS (the last group:
+ * up to eight blocks of text and the lengths block). One copy per count of registers, so
+ * that each keeps x in registers (a loop over a count known only at run time kept them on
+ * the stack, a store-forwarding wait on every load). */
+#define LAST_PAIRS 5
+TARGET static inline __m128i ghash_blocks(__m128i S, const __m256i x[LAST_PAIRS], uint32_t t,
                                           const uint8_t *hdesc)
 {
     /* Past the t-th block the powers read are the batch data's zero blocks. */
@@ -469,10 +471,7 @@ TARGET static inline __m128i ghash_blocks(__m128i S, const __m256i *x, uint32_t 
     case 2: return ghash_pairs(S, x, h, 2);
     case 3: return ghash_pairs(S, x, h, 3);
     case 4: return ghash_pairs(S, x, h, 4);
-    case 5: return ghash_pairs(S, x, h, 5);
-    case 6: return ghash_pairs(S, x, h, 6);
-    case 7: return ghash_pairs(S, x, h, 7);
-    default: return ghash_pairs(S, x, h, 8);
+    default: return ghash_pairs(S, x, h, LAST_PAIRS);
     }
 }
 
@@ -496,8 +495,8 @@ TARGET static inline __m128i ghash_last(__m128i S, const __m256i c[4], uint32_t 
      * register rather than an index (which would keep x on the stack). */
     const __m256i pos = _mm256_set1_epi64x(blocks);
     const __m256i len2 = _mm256_broadcastsi128_si256(lengths);
-    __m256i x[5];
-    for (int g = 0; g < 5; g++) {
+    __m256i x[LAST_PAIRS];
+    for (int g = 0; g < LAST_PAIRS; g++) {
         __m256i at = _mm256_cmpeq_epi64(pos, _mm256_set_epi64x(2 * g + 1, 2 * g + 1, 2 * g, 2 * g));
         x[g] = _mm256_xor_si256(g < 4 ? reflect2(c[g]) : _mm256_setzero_si256(),
                                 _mm256_and_si256(at, len2));

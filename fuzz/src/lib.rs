@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use espgw_core::neighbour::NeighbourCache;
 use espgw_core::Tables;
+use espgw_crypto::CryptoProvider;
 
 pub const CONFIG: &str = r#"
 [[port]]
@@ -194,16 +195,39 @@ dst = "::/0"
 port = 0
 "#;
 
-/// The tables, built once per process (keys with the portable back-end, so the fuzz
-/// build needs no C library). Their SAs' state (replay windows, counters) carries over
-/// from one input to the next.
+/// The tables, built once per process (keys with the portable back-end). Their SAs' state
+/// (replay windows, counters) carries over from one input to the next.
 pub fn tables() -> Arc<Tables> {
     static T: OnceLock<Arc<Tables>> = OnceLock::new();
     T.get_or_init(|| Arc::new(build_tables())).clone()
 }
 
-/// Fresh tables of [`CONFIG`].
+/// The same tables once on each crypto back-end this build and CPU have, built once per
+/// process: the portable aws-lc-rs one first, then, where espgw was built with
+/// intel-ipsec-mb and the CPU runs it, the gateway's default (`default_provider`: the
+/// library's C shim and espgw's batch AES-GCM kernels), so that hostile packets reach the
+/// C code the gateway runs too. Fed the same inputs in the same order, the sets' SA state
+/// evolves alike.
+pub fn tables_each_backend() -> Vec<Arc<Tables>> {
+    static T: OnceLock<Vec<Arc<Tables>>> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut all = vec![tables()];
+        let fast = espgw_crypto::default_provider();
+        if fast.name() != espgw_crypto::aws_lc::AwsLcProvider.name() {
+            all.push(Arc::new(build_tables_on(fast.as_ref())));
+        }
+        all
+    })
+    .clone()
+}
+
+/// Fresh tables of [`CONFIG`] on the portable back-end.
 pub fn build_tables() -> Tables {
+    build_tables_on(&espgw_crypto::aws_lc::AwsLcProvider)
+}
+
+/// Fresh tables of [`CONFIG`], their keys on `provider`.
+pub fn build_tables_on(provider: &dyn espgw_crypto::CryptoProvider) -> Tables {
     // Unvalidated as a file: these loopback tables open what they seal, with one key on
     // an SA of each direction, which a gateway's file may not do (Tables::build still
     // validates everything else).
@@ -214,7 +238,7 @@ pub fn build_tables() -> Tables {
         espgw_config::CryptoPolicy::default(),
     )
     .expect("fuzz config");
-    Tables::build(&cfg, &espgw_crypto::aws_lc::AwsLcProvider, None).expect("tables")
+    Tables::build(&cfg, provider, None).expect("tables")
 }
 
 /// Tables whose neighbours are learned into a cache, as the live gateway's are (so next
@@ -311,9 +335,61 @@ fn fix_icmpv6(ip: &mut [u8]) {
     body[2..4].copy_from_slice(&c.to_be_bytes());
 }
 
+/// What a node did with a burst: the frames it sent, per port, and its drops by reason.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub sent: Vec<Vec<Vec<u8>>>,
+    pub drops: Vec<u64>,
+}
+
+impl Outcome {
+    /// The outcome without the sent bytes: per port the frames' lengths, and the drops.
+    /// What two back-ends must agree on where sealing draws IVs at random.
+    pub fn shape(&self) -> (Vec<Vec<usize>>, &[u64]) {
+        let lens = self
+            .sent
+            .iter()
+            .map(|q| q.iter().map(Vec::len).collect())
+            .collect();
+        (lens, &self.drops)
+    }
+}
+
+/// `frames` received as one burst on `port` by a fresh node over `tables`.
+pub fn run_node(tables: Arc<Tables>, port: u16, frames: &[Vec<u8>]) -> Outcome {
+    let mut node = espgw_core::Node::with_buffers(tables, Arc::default(), Vec::new(), NODE_BUFFERS);
+    let mut tx = espgw_core::Transmit::new(2, 32);
+    let mut burst = Vec::new();
+    for f in frames {
+        let mut p = node.pool().get();
+        match p.load(f) {
+            Ok(()) => burst.push(p),
+            Err(_) => node.pool().put(p),
+        }
+    }
+    node.receive(port, &mut burst, std::time::Instant::now(), &mut tx);
+    let sent = (0..tx.ports())
+        .map(|q| tx.queue(q).iter().map(|p| p.data().to_vec()).collect())
+        .collect();
+    Outcome {
+        sent,
+        drops: node.counters().drops.to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where intel-ipsec-mb is built and runs on this CPU, the whole-path targets see it:
+    /// a second set of tables on the gateway's default provider.
+    #[test]
+    fn each_backend_includes_the_gateways_default() {
+        let fast = espgw_crypto::provider(espgw_crypto::ProviderChoice::IpsecMb).is_ok();
+        let sets = tables_each_backend();
+        assert_eq!(sets.len(), if fast { 2 } else { 1 });
+        assert!(!Arc::ptr_eq(&sets[0], sets.last().unwrap()) || !fast);
+    }
 
     /// RFC 1071's sum over `data`, folded: 0xffff (or 0) for data holding its own checksum.
     fn folded_sum(data: &[u8]) -> u16 {

@@ -787,14 +787,22 @@ mod imp {
         /// longer (jumbo frames, 65,000 bytes), with AADs of 0-12 bytes and tags of 1-16,
         /// sealed by the batch kernel and by the library's one-packet API: the same
         /// ciphertext and tag, byte for byte. Past 128 bytes this is the 256-bit kernel's
-        /// one-packet pass, the AVX-512 kernel's library call. (ESP's own lengths are
-        /// checked against aws-lc-rs as well in `tests/gcm_batch.rs`.)
+        /// one-packet pass; the AVX-512 kernel leaves those ops pending, and they go to the
+        /// library's call, as the binding sends them. (ESP's own lengths are checked
+        /// against aws-lc-rs as well in `tests/gcm_batch.rs`.)
         #[test]
         fn the_kernel_seals_any_length_as_the_library_does() {
-            if GcmBatchKey::kernel().is_none() {
+            let Some(kernel) = GcmBatchKey::kernel() else {
                 eprintln!("no VAES/VPCLMULQDQ here: no batch kernel runs");
                 return;
-            }
+            };
+            // The longest text the kernel takes: any on the 256-bit kernel, 128 bytes on
+            // the AVX-512 one.
+            let kernel_max = if kernel == "vaes-avx2" {
+                usize::MAX
+            } else {
+                128
+            };
             for key_len in [16usize, 24, 32] {
                 let key: Vec<u8> = (0..key_len as u8).map(|b| b.wrapping_mul(29)).collect();
                 let data = GcmKeyData::precompute(&key).unwrap();
@@ -847,7 +855,17 @@ mod imp {
                         );
                         (rest, burst) = (tail, burst % 7 + 1);
                     }
+                    // What the kernel left pending, and every op of the reference, through
+                    // the library's one-packet call (it skips the ops already done).
                     let direct = with_mgr(|m| {
+                        espgw_gcm_direct(
+                            m,
+                            data.as_ptr().cast(),
+                            key_len as u32,
+                            1,
+                            kernel_ops.as_mut_ptr(),
+                            n,
+                        );
                         espgw_gcm_direct(
                             m,
                             data.as_ptr().cast(),
@@ -859,7 +877,13 @@ mod imp {
                     });
                     (ran, direct)
                 };
-                assert_eq!(ran, n, "AES-{}: the kernel ran every op", key_len * 8);
+                let takes = lens.iter().filter(|&&l| l <= kernel_max).count() as u32;
+                assert_eq!(
+                    ran,
+                    takes,
+                    "AES-{}: the {kernel} kernel ran the ops it takes",
+                    key_len * 8
+                );
                 assert!(direct.is_some(), "the library ran");
                 for (i, (l, (a, b))) in lens
                     .iter()

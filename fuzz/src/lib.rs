@@ -227,7 +227,7 @@ pub fn build_tables() -> Tables {
 }
 
 /// Fresh tables of [`CONFIG`], their keys on `provider`.
-pub fn build_tables_on(provider: &dyn espgw_crypto::CryptoProvider) -> Tables {
+pub fn build_tables_on(provider: &dyn CryptoProvider) -> Tables {
     // Unvalidated as a file: these loopback tables open what they seal, with one key on
     // an SA of each direction, which a gateway's file may not do (Tables::build still
     // validates everything else).

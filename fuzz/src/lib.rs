@@ -242,18 +242,48 @@ pub fn build_tables_on(provider: &dyn CryptoProvider) -> Tables {
 }
 
 /// Tables whose neighbours are learned into a cache, as the live gateway's are (so next
-/// hops can be unresolved, packets held, solicitations sent), built once per process; the
-/// cache is emptied on every call so learned state does not carry over between inputs.
-pub fn live_tables() -> (Arc<Tables>, Arc<NeighbourCache>) {
-    static T: OnceLock<(Arc<Tables>, Arc<NeighbourCache>)> = OnceLock::new();
-    let (t, cache) = T.get_or_init(|| {
-        let cache = Arc::new(NeighbourCache::default());
-        let mut t = build_tables();
-        t.neighbours.dynamic = Some(cache.clone());
-        (Arc::new(t), cache)
+/// hops can be unresolved, packets held, solicitations sent), once on each crypto back-end
+/// as [`tables_each_backend`] has them, built once per process; every cache is emptied on
+/// every call so learned state does not carry over between inputs.
+pub fn live_tables_each_backend() -> Vec<(Arc<Tables>, Arc<NeighbourCache>)> {
+    static T: OnceLock<Vec<(Arc<Tables>, Arc<NeighbourCache>)>> = OnceLock::new();
+    let sets = T.get_or_init(|| {
+        let mut providers: Vec<Arc<dyn CryptoProvider>> =
+            vec![Arc::new(espgw_crypto::aws_lc::AwsLcProvider)];
+        let fast = espgw_crypto::default_provider();
+        if fast.name() != espgw_crypto::aws_lc::AwsLcProvider.name() {
+            providers.push(fast);
+        }
+        providers
+            .iter()
+            .map(|provider| {
+                let cache = Arc::new(NeighbourCache::default());
+                let mut t = build_tables_on(provider.as_ref());
+                t.neighbours.dynamic = Some(cache.clone());
+                (Arc::new(t), cache)
+            })
+            .collect()
     });
-    cache.clear();
-    (t.clone(), cache.clone())
+    for (_, cache) in sets {
+        cache.clear();
+    }
+    sets.clone()
+}
+
+/// Asserts that every crypto back-end's outcome of one input is the first's (the
+/// portable one's, printed as `left`): a difference is a back-end accepting, refusing,
+/// decrypting or sealing what the other does not.
+pub fn assert_backends_agree<T: PartialEq + std::fmt::Debug>(outcomes: &[T]) {
+    if let Some((first, rest)) = outcomes.split_first() {
+        for (i, o) in rest.iter().enumerate() {
+            assert_eq!(
+                first,
+                o,
+                "the crypto back-ends disagree (left: aws-lc-rs, right: back-end {})",
+                i + 1
+            );
+        }
+    }
 }
 
 /// Buffers a fuzzing node starts with ([`espgw_core::Node::with_buffers`]): a full pool is
@@ -389,6 +419,28 @@ mod tests {
         let sets = tables_each_backend();
         assert_eq!(sets.len(), if fast { 2 } else { 1 });
         assert!(!Arc::ptr_eq(&sets[0], sets.last().unwrap()) || !fast);
+        // The `node` target's sets: as many, each with a neighbour cache of its own (one
+        // node's learning must not answer the other's solicitations).
+        let live = live_tables_each_backend();
+        assert_eq!(live.len(), sets.len());
+        assert!(live.iter().all(|(t, c)| t.neighbours.dynamic.is_some()
+            && Arc::ptr_eq(t.neighbours.dynamic.as_ref().unwrap(), c)));
+        assert!(live.len() == 1 || !Arc::ptr_eq(&live[0].1, &live[1].1));
+    }
+
+    /// The targets' agreement check passes on equal outcomes (one back-end or several)
+    /// and stops on the first that differs.
+    #[test]
+    fn backends_agree_only_on_equal_outcomes() {
+        assert_backends_agree::<u8>(&[]);
+        assert_backends_agree(&[1]);
+        assert_backends_agree(&[(vec![42], 1), (vec![42], 1)]);
+        let differ = std::panic::catch_unwind(|| assert_backends_agree(&[3, 3, 4]));
+        let message = differ.expect_err("3, 3, 4 must not agree");
+        let text = message
+            .downcast_ref::<String>()
+            .expect("a formatted message");
+        assert!(text.contains("back-end 2"), "{text}");
     }
 
     /// RFC 1071's sum over `data`, folded: 0xffff (or 0) for data holding its own checksum.

@@ -212,13 +212,27 @@ pub fn tables_each_backend() -> Vec<Arc<Tables>> {
     static T: OnceLock<Vec<Arc<Tables>>> = OnceLock::new();
     T.get_or_init(|| {
         let mut all = vec![tables()];
-        let fast = espgw_crypto::default_provider();
-        if fast.name() != espgw_crypto::aws_lc::AwsLcProvider.name() {
-            all.push(Arc::new(build_tables_on(fast.as_ref())));
-        }
+        all.extend(
+            backends()
+                .iter()
+                .skip(1)
+                .map(|p| Arc::new(build_tables_on(p.as_ref()))),
+        );
         all
     })
     .clone()
+}
+
+/// The crypto back-ends the fuzz tables are built on: aws-lc-rs, then the gateway's
+/// default (`default_provider`) where it is another.
+fn backends() -> Vec<Arc<dyn CryptoProvider>> {
+    let portable: Arc<dyn CryptoProvider> = Arc::new(espgw_crypto::aws_lc::AwsLcProvider);
+    let fast = espgw_crypto::default_provider();
+    if fast.name() == portable.name() {
+        vec![portable]
+    } else {
+        vec![portable, fast]
+    }
 }
 
 /// Fresh tables of [`CONFIG`] on the portable back-end.
@@ -248,13 +262,7 @@ pub fn build_tables_on(provider: &dyn CryptoProvider) -> Tables {
 pub fn live_tables_each_backend() -> Vec<(Arc<Tables>, Arc<NeighbourCache>)> {
     static T: OnceLock<Vec<(Arc<Tables>, Arc<NeighbourCache>)>> = OnceLock::new();
     let sets = T.get_or_init(|| {
-        let mut providers: Vec<Arc<dyn CryptoProvider>> =
-            vec![Arc::new(espgw_crypto::aws_lc::AwsLcProvider)];
-        let fast = espgw_crypto::default_provider();
-        if fast.name() != espgw_crypto::aws_lc::AwsLcProvider.name() {
-            providers.push(fast);
-        }
-        providers
+        backends()
             .iter()
             .map(|provider| {
                 let cache = Arc::new(NeighbourCache::default());

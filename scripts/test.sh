@@ -16,6 +16,8 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q # no broken or private doc links
+echo "== documentation: every relative Markdown link and heading anchor resolves"
+/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/docs
 echo "== build"
 cargo build --release -q
 echo "== Rust tests"

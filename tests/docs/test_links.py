@@ -112,3 +112,17 @@ def test_the_measurement_records_contents_list_every_section():
         listed.append(m.group(1))
     assert sections
     assert listed == [slug(s) for s in sections]
+
+
+REPO_PATH = re.compile(r"`((?:crates|scripts|tests|docs|packaging|fuzz|plugins|\.ci)/[\w./-]+)`")
+
+
+def test_every_repository_path_named_in_the_docs_exists():
+    """A path in backquotes from the repository's root (`crates/core/src/spd.rs`) names a
+    file or folder a newcomer can open: none renamed or moved since the text was written."""
+    missing = []
+    for f in markdown_files():
+        for line in prose_lines(f.read_text(encoding="utf-8")):
+            missing += [f"{f.relative_to(ROOT)}: {p}" for p in REPO_PATH.findall(line)
+                        if not (ROOT / p).exists()]
+    assert missing == []

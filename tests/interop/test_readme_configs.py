@@ -88,3 +88,21 @@ def test_the_setkey_examples_load(espgw, tmp_path, index):
     got = check(espgw, tmp_path, text, "setkey", *legacy)
     assert got["sas"] == count(text, r"^add ") >= 2
     assert got["policies"] == count(text, r"^spdadd ") == 2
+
+
+def native_format_fields():
+    """Every key of the native format: the fields of the `Raw*` structs serde reads."""
+    source = (ROOT / "crates" / "config" / "src" / "native" / "mod.rs").read_text(encoding="utf-8")
+    fields = set()
+    for body in re.findall(r"struct Raw\w+ \{(.*?)\n\}", source, re.S):
+        fields |= set(re.findall(r"^\s+(\w+): ", body, re.M))
+    return fields
+
+
+def test_the_native_reference_block_shows_every_key(espgw):
+    (text,) = blocks_under("The native format (TOML)")
+    fields = native_format_fields()
+    assert {"burst", "workers", "spi", "replay_window", "soft_packets", "via"} <= fields
+    missing = [f for f in sorted(fields)
+               if not re.search(rf"(^|[\s{{#,]){f}\s*=|^\[\[{f}\]\]", text, re.M)]
+    assert missing == [], f"keys the reference block does not show: {missing}"

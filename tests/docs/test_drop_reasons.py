@@ -1,6 +1,6 @@
 """The README's table of drop reasons names exactly the reasons the gateway counts: the
 `DropReason` list in crates/core/src/counters.rs (each `Variant => "name", "meaning";`), so
-an operator reading a counter in `espgw show counters` or Prometheus finds it explained."""
+an operator reading a counter in `espgw show stats` or Prometheus finds it explained."""
 import pathlib
 import re
 

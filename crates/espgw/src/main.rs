@@ -81,7 +81,8 @@ enum Cmd {
     // bed's `--io`, `--workers`, ...) can be changed by the arguments it passes through.
     #[command(args_override_self = true)]
     Run(RunArgs),
-    /// Show the running gateway's SAs, policies, routes, neighbours, ports or counters.
+    /// Show the running gateway's SAs, policies, routes, neighbours, ports, counters (`stats`)
+    /// or negotiated state (`keying`).
     Show {
         /// sa, policy, routes, neighbours, ports, stats or keying.
         what: String,

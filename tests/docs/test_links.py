@@ -12,10 +12,12 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
 
 
 def markdown_files():
-    """The Markdown the project ships: the README and everything under docs/ and crates/."""
-    files = [ROOT / "README.md"]
+    """The Markdown the project ships: the README, SECURITY.md and everything under docs/,
+    crates/ and plugins/."""
+    files = sorted(ROOT.glob("*.md"))
     files += sorted((ROOT / "docs").rglob("*.md"))
     files += sorted((ROOT / "crates").rglob("*.md"))
+    files += sorted((ROOT / "plugins").rglob("*.md"))
     return [f for f in files if "target" not in f.relative_to(ROOT).parts]
 
 

@@ -65,6 +65,15 @@ extern "C" {
 
 const MAX_BURST: usize = 256;
 
+/// Whether `frame` is unicast to a MAC other than `own`: the group bit (the first octet's
+/// lowest) is clear and the destination differs. A frame too short to hold a destination
+/// is left to the pipeline, which drops it as malformed.
+fn for_other_host(frame: &[u8], own: &[u8; 6]) -> bool {
+    frame
+        .get(..6)
+        .is_some_and(|dst| dst[0] & 1 == 0 && dst != own.as_slice())
+}
+
 pub struct AfXdpPort {
     name: String,
     xsk: *mut Xsk,
@@ -82,6 +91,9 @@ pub struct AfXdpPort {
     /// Bytes per UMEM frame (2 KiB, or 4 KiB where the interface's MTU needs it): the
     /// largest frame the socket transmits.
     frame_size: usize,
+    /// The interface's MAC once [`AfXdpPort::drop_other_hosts`] asked for the filter:
+    /// unicast frames to any other MAC are dropped.
+    own_mac: Option<[u8; 6]>,
 }
 
 // SAFETY: the socket and its UMEM belong to this port alone and are only used through
@@ -128,6 +140,7 @@ impl AfXdpPort {
             lens: vec![0; MAX_BURST],
             tx_ptrs: Vec::with_capacity(MAX_BURST),
             frame_size: frame_size as usize,
+            own_mac: None,
         })
     }
 }
@@ -137,6 +150,16 @@ impl AfXdpPort {
     /// after the kernel's 256-byte receive headroom (MTU up to 1774), else 4 KiB.
     pub fn frame_size(&self) -> usize {
         self.frame_size
+    }
+
+    /// Drops unicast frames addressed to any MAC but `own` (the interface's), counted as
+    /// `rx_other_host`, as a gateway port must. The XDP program runs on every frame the
+    /// interface receives, before the kernel's own filter by destination MAC would drop
+    /// another host's: on a veth, a bridge port or a NIC in promiscuous mode they arrive
+    /// here, and are not the gateway's to encrypt or forward. Broadcast and multicast
+    /// frames pass (ARP, neighbour discovery).
+    pub fn drop_other_hosts(&mut self, own: [u8; 6]) {
+        self.own_mac = Some(own);
     }
 
     /// Turns busy polling on (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
@@ -213,17 +236,27 @@ impl Port for AfXdpPort {
             )
         } as usize;
         self.stats.rx_dropped += oversized;
+        let mut taken = 0;
         for (i, mut p) in self.rx_pkts.drain(..).enumerate() {
-            if i < n {
-                p.truncate(self.lens[i] as usize);
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += u64::from(self.lens[i]);
-                out.push(p);
-            } else {
+            if i >= n {
                 pool.put(p);
+                continue;
             }
+            p.truncate(self.lens[i] as usize);
+            if self
+                .own_mac
+                .is_some_and(|own| for_other_host(p.data(), &own))
+            {
+                self.stats.rx_other_host += 1;
+                pool.put(p);
+                continue;
+            }
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += u64::from(self.lens[i]);
+            out.push(p);
+            taken += 1;
         }
-        Ok(n)
+        Ok(taken)
     }
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>, pool: &mut PacketPool) -> io::Result<usize> {
@@ -297,5 +330,28 @@ impl Port for AfXdpPort {
             self.bad_completions = k[4];
         }
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_other_host;
+
+    const OWN: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x01];
+
+    #[test]
+    fn only_unicast_to_another_mac_is_another_hosts() {
+        let frame = |dst: [u8; 6]| [&dst[..], &[0x02, 0, 0, 0, 0, 0x09, 0x08, 0x00][..]].concat();
+        assert!(!for_other_host(&frame(OWN), &OWN));
+        assert!(for_other_host(&frame([0x02, 0, 0, 0, 0x99, 0x99]), &OWN));
+        // One bit away from ours is another host's.
+        assert!(for_other_host(&frame([0x02, 0, 0, 0, 0x01, 0x00]), &OWN));
+        // Broadcast, IPv4 and IPv6 multicast (ARP, neighbour discovery) are everyone's.
+        assert!(!for_other_host(&frame([0xff; 6]), &OWN));
+        assert!(!for_other_host(&frame([0x01, 0x00, 0x5e, 0, 0, 1]), &OWN));
+        assert!(!for_other_host(&frame([0x33, 0x33, 0xff, 0, 0, 2]), &OWN));
+        // Too short to name a destination: the pipeline's to refuse.
+        assert!(!for_other_host(&[0x02, 0, 0], &OWN));
+        assert!(!for_other_host(&[], &OWN));
     }
 }

@@ -27,6 +27,10 @@ impl AfXdpPort {
     pub fn frame_size(&self) -> usize {
         match *self {}
     }
+
+    pub fn drop_other_hosts(&mut self, _own: [u8; 6]) {
+        match *self {}
+    }
 }
 
 impl crate::Port for AfXdpPort {

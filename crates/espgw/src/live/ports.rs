@@ -78,9 +78,11 @@ fn settings_for(ifname: &str, x: XdpSettings, workers: usize) -> XdpSettings {
     x
 }
 
-/// One AF_XDP socket on queue `q` of `ifname`, busy polling if asked.
+/// One AF_XDP socket on queue `q` of `ifname` (whose MAC is `mac`), busy polling if asked,
+/// dropping unicast frames for other MACs.
 fn open_xdp_queue(
     ifname: &str,
+    mac: espgw_wire::ethernet::MacAddr,
     q: usize,
     x: XdpSettings,
 ) -> Result<espgw_io::af_xdp::AfXdpPort, String> {
@@ -91,6 +93,7 @@ fn open_xdp_queue(
         x.frames.max(256) as u32,
     )
     .map_err(|e| e.to_string())?;
+    p.drop_other_hosts(mac);
     crate::info!("af_xdp_umem", "interface" => ifname, "queue" => q,
         "frames" => x.frames.max(256), "frame_bytes" => p.frame_size());
     if let Some((usecs, budget)) = x.busy_poll {
@@ -129,7 +132,7 @@ pub(super) fn open_xdp(
             let x = settings_for(&f.interface, x, workers);
             let mut queues = Vec::new();
             for q in (w..rx_queues(&f.interface).max(1)).step_by(workers) {
-                queues.push(open_xdp_queue(&f.interface, q, x)?);
+                queues.push(open_xdp_queue(&f.interface, f.mac, q, x)?);
             }
             ports.push(Some(one_port(queues).expect("w < rx queues: at least one")));
         }
@@ -320,7 +323,12 @@ fn open_xdp_every_queue(facts: &[PortFacts], x: XdpSettings) -> Result<PortSet, 
                 row.push(None);
                 continue;
             }
-            row.push(Some(Box::new(open_xdp_queue(&f.interface, q, x_of[i])?)));
+            row.push(Some(Box::new(open_xdp_queue(
+                &f.interface,
+                f.mac,
+                q,
+                x_of[i],
+            )?)));
         }
         set.push(row);
     }

@@ -90,14 +90,16 @@ def gateway_drops():
 
 def frames_in():
     """Per gateway port: (frames its interface received, frames the port took in or
-    counted as dropped: received, dropped before the gateway saw them, other hosts')."""
+    counted as dropped: received, dropped before the gateway saw them, other hosts', other
+    VLANs')."""
     out = {}
     for gw in ("gw1", "gw2"):
         links = {l["ifname"]: l["stats64"]["rx"]["packets"]
                  for l in json.loads(nsx(gw, "ip", "-s", "-j", "link").stdout)}
         for p in show(gw, "ports"):
             out[(gw, p["name"])] = (links[p["interface"]],
-                                    p["rx_packets"] + p["rx_dropped"] + p["rx_other_host"])
+                                    p["rx_packets"] + p["rx_dropped"] + p["rx_other_host"]
+                                    + p["rx_vlan_tagged"])
     return out
 
 

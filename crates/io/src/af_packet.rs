@@ -101,6 +101,8 @@ pub struct AfPacketPort {
     /// Whether frames for other hosts' MACs are passed on (captures and the RFC 2544
     /// stand-in want them; a gateway does not: [`AfPacketPort::drop_other_hosts`]).
     other_hosts: bool,
+    /// Whether frames tagged for a VLAN are passed on ([`AfPacketPort::drop_vlan_tagged`]).
+    vlan_tagged: bool,
 }
 
 // SAFETY: the ring mapping is owned by this port alone and only touched through
@@ -218,6 +220,7 @@ impl AfPacketPort {
             tx_next: 0,
             stats: PortStats::default(),
             other_hosts: true,
+            vlan_tagged: true,
         };
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -299,6 +302,50 @@ impl AfPacketPort {
     pub fn drop_other_hosts(&mut self) {
         self.other_hosts = false;
     }
+
+    /// Drops frames tagged for a VLAN (counted as `rx_vlan_tagged`), as a port on an
+    /// untagged network must: a socket bound to an interface also sees the frames of the
+    /// VLANs above it (the kernel hands them to the interface's taps before it gives them
+    /// to a VLAN sub-interface), and on a trunk other VLANs' flooded frames arrive too.
+    pub fn drop_vlan_tagged(&mut self) {
+        self.vlan_tagged = false;
+    }
+
+    /// `frame` into a buffer from `pool`, with the tag the kernel took out of it put
+    /// back; `None` (counted as dropped) if it does not fit.
+    fn load(
+        &mut self,
+        pool: &mut PacketPool,
+        frame: &[u8],
+        taken_tag: Option<(u16, u16)>,
+    ) -> Option<Packet> {
+        let mut pkt = pool.get();
+        let loaded = match (taken_tag, frame.get(..12)) {
+            (Some((tpid, tci)), Some(macs)) => {
+                let mut head = [0u8; 16];
+                head[..12].copy_from_slice(macs);
+                head[12..14].copy_from_slice(&tpid.to_be_bytes());
+                head[14..16].copy_from_slice(&tci.to_be_bytes());
+                pkt.load_parts(&head, &frame[12..])
+            }
+            _ => pkt.load(frame),
+        };
+        if loaded.is_ok() {
+            Some(pkt)
+        } else {
+            self.stats.rx_dropped += 1;
+            pool.put(pkt);
+            None
+        }
+    }
+}
+
+/// Whether a received frame is tagged for a VLAN: by the tag the kernel took out of it
+/// (`taken_tag`, TPID and TCI), or by one still in the frame (a second tag, or one the
+/// kernel left in).
+fn names_a_vlan(taken_tag: Option<(u16, u16)>, frame: &[u8]) -> bool {
+    taken_tag.is_some_and(|(tpid, tci)| crate::port::tag_names_a_vlan(tpid, tci))
+        || crate::port::frame_names_a_vlan(frame)
 }
 
 impl Drop for AfPacketPort {
@@ -337,7 +384,16 @@ impl Port for AfPacketPort {
             let snap = Self::read_u32(p, 8) as usize;
             let mac = usize::from(Self::read_u16(p, 12));
             let tci = Self::read_u16(p, 24);
-            let tpid = Self::read_u16(p, 26);
+            // The tag the kernel took out of the frame, if it did (its TPID is given
+            // where the kernel says so, else 802.1Q's).
+            let taken_tag = (st & TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    Self::read_u16(p, 26)
+                } else {
+                    0x8100
+                };
+                (tpid, tci)
+            });
             let ok = len == snap && mac + snap <= FRAME_SIZE && (14..=MAX_FRAME).contains(&snap);
             let pkttype = Self::read_u8(p, SLL_PKTTYPE_OFFSET);
             if pkttype == PACKET_OUTGOING {
@@ -347,38 +403,21 @@ impl Port for AfPacketPort {
                 // The port is promiscuous: frames for other hosts on the link arrive too,
                 // and are not the gateway's to encrypt or forward.
                 self.stats.rx_other_host += 1;
-            } else if ok {
+            } else if !ok {
+                self.stats.rx_dropped += 1;
+            } else {
                 // SAFETY: `mac + snap` is within this slot (checked above), which the
                 // kernel handed over (status USER) and does not touch until we hand it
                 // back below.
                 let frame = unsafe { std::slice::from_raw_parts(p.add(mac), snap) };
-                let mut pkt = pool.get();
-                let loaded = if st & TP_STATUS_VLAN_VALID != 0 {
-                    // The kernel took the 802.1Q tag out of the frame: put it back.
-                    let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
-                        tpid
-                    } else {
-                        0x8100
-                    };
-                    let mut head = [0u8; 16];
-                    head[..12].copy_from_slice(&frame[..12]);
-                    head[12..14].copy_from_slice(&tpid.to_be_bytes());
-                    head[14..16].copy_from_slice(&tci.to_be_bytes());
-                    pkt.load_parts(&head, &frame[12..])
-                } else {
-                    pkt.load(frame)
-                };
-                if loaded.is_ok() {
+                if !self.vlan_tagged && names_a_vlan(taken_tag, frame) {
+                    self.stats.rx_vlan_tagged += 1;
+                } else if let Some(pkt) = self.load(pool, frame, taken_tag) {
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += snap as u64;
                     out.push(pkt);
                     n += 1;
-                } else {
-                    self.stats.rx_dropped += 1;
-                    pool.put(pkt);
                 }
-            } else {
-                self.stats.rx_dropped += 1;
             }
             status.store(TP_STATUS_KERNEL, Ordering::Release);
             self.rx_next = (self.rx_next + 1) % self.frames;

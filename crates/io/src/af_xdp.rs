@@ -94,6 +94,8 @@ pub struct AfXdpPort {
     /// The interface's MAC once [`AfXdpPort::drop_other_hosts`] asked for the filter:
     /// unicast frames to any other MAC are dropped.
     own_mac: Option<[u8; 6]>,
+    /// Whether frames tagged for a VLAN are dropped ([`AfXdpPort::drop_vlan_tagged`]).
+    drop_tagged: bool,
 }
 
 // SAFETY: the socket and its UMEM belong to this port alone and are only used through
@@ -141,6 +143,7 @@ impl AfXdpPort {
             tx_ptrs: Vec::with_capacity(MAX_BURST),
             frame_size: frame_size as usize,
             own_mac: None,
+            drop_tagged: false,
         })
     }
 }
@@ -160,6 +163,16 @@ impl AfXdpPort {
     /// frames pass (ARP, neighbour discovery).
     pub fn drop_other_hosts(&mut self, own: [u8; 6]) {
         self.own_mac = Some(own);
+    }
+
+    /// Drops frames tagged for a VLAN (counted as `rx_vlan_tagged`), as a port on an
+    /// untagged network must: the XDP program sees the frames of every VLAN above the
+    /// interface, with their tags, before the kernel hands them to a VLAN sub-interface.
+    /// Where the NIC takes tags out of frames itself (receive VLAN offload), the program
+    /// would not see them: the gateway turns that offload off when it opens the port
+    /// (`vlan_offload::keep_tags_in_frames`).
+    pub fn drop_vlan_tagged(&mut self) {
+        self.drop_tagged = true;
     }
 
     /// Turns busy polling on (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
@@ -248,6 +261,11 @@ impl Port for AfXdpPort {
                 .is_some_and(|own| for_other_host(p.data(), &own))
             {
                 self.stats.rx_other_host += 1;
+                pool.put(p);
+                continue;
+            }
+            if self.drop_tagged && crate::port::frame_names_a_vlan(p.data()) {
+                self.stats.rx_vlan_tagged += 1;
                 pool.put(p);
                 continue;
             }

@@ -31,6 +31,10 @@ impl AfXdpPort {
     pub fn drop_other_hosts(&mut self, _own: [u8; 6]) {
         match *self {}
     }
+
+    pub fn drop_vlan_tagged(&mut self) {
+        match *self {}
+    }
 }
 
 impl crate::Port for AfXdpPort {

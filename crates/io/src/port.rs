@@ -24,6 +24,9 @@ pub struct PortStats {
     /// Addressed to another host's MAC (a promiscuous AF_PACKET port sees them): not the
     /// gateway's to process.
     pub rx_other_host: u64,
+    /// Tagged for a VLAN (802.1Q with a VLAN ID, or 802.1ad): the frame belongs to that
+    /// VLAN's network (a VLAN sub-interface's), not to the port's untagged one.
+    pub rx_vlan_tagged: u64,
 }
 
 impl PortStats {
@@ -36,6 +39,31 @@ impl PortStats {
         self.rx_ring_full += o.rx_ring_full;
         self.tx_dropped += o.tx_dropped;
         self.rx_other_host += o.rx_other_host;
+        self.rx_vlan_tagged += o.rx_vlan_tagged;
+    }
+}
+
+/// TPID of an 802.1Q tag.
+const TPID_8021Q: u16 = 0x8100;
+/// TPID of an 802.1ad (provider, QinQ outer) tag.
+const TPID_8021AD: u16 = 0x88a8;
+
+/// Whether a tag (`tpid`, `tci`) puts a frame on a VLAN: an 802.1ad tag always, an 802.1Q
+/// tag unless its VLAN ID is 0. A VLAN ID of 0 only carries a priority (802.1p, "priority
+/// tagged"): the frame is the untagged network's, as Linux takes it on the base interface.
+pub(crate) fn tag_names_a_vlan(tpid: u16, tci: u16) -> bool {
+    tpid == TPID_8021AD || (tpid == TPID_8021Q && tci & 0x0fff != 0)
+}
+
+/// Whether `frame` (Ethernet, the tag still in it) is tagged for a VLAN
+/// ([`tag_names_a_vlan`]). A frame too short to say is left to the pipeline, which drops
+/// it as malformed.
+pub(crate) fn frame_names_a_vlan(frame: &[u8]) -> bool {
+    match frame.get(12..16) {
+        Some(&[t0, t1, c0, c1]) => {
+            tag_names_a_vlan(u16::from_be_bytes([t0, t1]), u16::from_be_bytes([c0, c1]))
+        }
+        _ => false,
     }
 }
 
@@ -65,4 +93,35 @@ pub trait Port {
     }
     /// The back-end's name, for reports ("af_xdp", "af_packet", ...).
     fn kind(&self) -> &'static str;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{frame_names_a_vlan, tag_names_a_vlan};
+
+    fn frame(ethertype: [u8; 2], tci: [u8; 2]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&ethertype);
+        f.extend_from_slice(&tci);
+        f.extend_from_slice(&[0x08, 0x00, 0x45]);
+        f
+    }
+
+    #[test]
+    fn a_vlan_id_or_a_provider_tag_puts_a_frame_on_a_vlan() {
+        assert!(frame_names_a_vlan(&frame([0x81, 0x00], [0x00, 42])));
+        assert!(frame_names_a_vlan(&frame([0x81, 0x00], [0xef, 0xff])));
+        assert!(frame_names_a_vlan(&frame([0x88, 0xa8], [0x00, 0x00])));
+        // Priority tagged (VLAN ID 0, priority 5): the untagged network's.
+        assert!(!frame_names_a_vlan(&frame([0x81, 0x00], [0xa0, 0x00])));
+        // Untagged IPv4 and IPv6, ARP.
+        assert!(!frame_names_a_vlan(&frame([0x08, 0x00], [0x45, 0x00])));
+        assert!(!frame_names_a_vlan(&frame([0x86, 0xdd], [0x60, 0x00])));
+        assert!(!frame_names_a_vlan(&frame([0x08, 0x06], [0x00, 0x01])));
+        // Too short to hold a tag: the pipeline's to drop.
+        assert!(!frame_names_a_vlan(&frame([0x81, 0x00], [0x00, 42])[..15]));
+        assert!(!frame_names_a_vlan(&[]));
+        assert!(tag_names_a_vlan(0x8100, 0x0001));
+        assert!(!tag_names_a_vlan(0x8100, 0xe000));
+    }
 }

@@ -375,6 +375,7 @@ fn show_ports(t: &Tables, shared: &Shared) -> Value {
                     "rx_ring_full": s.rx_ring_full,
                     "tx_dropped": s.tx_dropped,
                     "rx_other_host": s.rx_other_host,
+                    "rx_vlan_tagged": s.rx_vlan_tagged,
                 })
             })
             .collect(),

@@ -297,7 +297,7 @@ fn render_gateway(o: &mut String, tot: &WorkerReport) {
 /// Per port: frames and bytes each way, and what was dropped before or after the gateway.
 fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport) {
     type PortField = fn(&espgw_io::port::PortStats) -> u64;
-    let port_fields: [(&str, &str, PortField); 8] = [
+    let port_fields: [(&str, &str, PortField); 9] = [
         (
             "espgw_port_rx_packets_total",
             "Frames received on a port.",
@@ -333,8 +333,13 @@ fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport)
         ),
         (
             "espgw_port_rx_other_host_total",
-            "Frames for other hosts' MACs that a promiscuous AF_PACKET port saw and dropped.",
+            "Frames for other hosts' MACs that a port saw and dropped.",
             |s| s.rx_other_host,
+        ),
+        (
+            "espgw_port_rx_vlan_tagged_total",
+            "Frames tagged for a VLAN that a port (on an untagged network) saw and dropped.",
+            |s| s.rx_vlan_tagged,
         ),
     ];
     for (name, help, f) in port_fields {

@@ -78,8 +78,28 @@ fn settings_for(ifname: &str, x: XdpSettings, workers: usize) -> XdpSettings {
     x
 }
 
+/// Keeps 802.1Q tags in the frames the XDP program sees on every AF_XDP interface, for
+/// the sockets to drop frames of other VLANs: a NIC's receive VLAN offload would take the
+/// tag out, and such a frame would look like the port's own. The offload stays off after
+/// the gateway stops (it has given up the privilege to turn it back on). Where the driver
+/// cannot turn it off the gateway says so and goes on.
+fn keep_vlan_tags(facts: &[PortFacts]) {
+    use espgw_io::netns::{keep_vlan_tags_in_frames, RxVlanOffload};
+    for f in facts.iter().filter(|f| !f.tun) {
+        match keep_vlan_tags_in_frames(&f.interface) {
+            Ok(RxVlanOffload::Off) => {}
+            Ok(RxVlanOffload::TurnedOff) => {
+                crate::info!("af_xdp_rx_vlan_offload_off", "interface" => f.interface)
+            }
+            Err(e) => crate::warn!("af_xdp_rx_vlan_offload_on", "interface" => f.interface,
+                "error" => e,
+                "effect" => "frames of other VLANs may reach the port with their tags taken out"),
+        }
+    }
+}
+
 /// One AF_XDP socket on queue `q` of `ifname` (whose MAC is `mac`), busy polling if asked,
-/// dropping unicast frames for other MACs.
+/// dropping unicast frames for other MACs and frames tagged for a VLAN.
 fn open_xdp_queue(
     ifname: &str,
     mac: espgw_wire::ethernet::MacAddr,
@@ -94,6 +114,7 @@ fn open_xdp_queue(
     )
     .map_err(|e| e.to_string())?;
     p.drop_other_hosts(mac);
+    p.drop_vlan_tagged();
     crate::info!("af_xdp_umem", "interface" => ifname, "queue" => q,
         "frames" => x.frames.max(256), "frame_bytes" => p.frame_size());
     if let Some((usecs, budget)) = x.busy_poll {
@@ -110,6 +131,7 @@ pub(super) fn open_xdp(
     x: XdpSettings,
 ) -> Result<PortSet, String> {
     ensure_bpffs();
+    keep_vlan_tags(facts);
     for f in facts.iter().filter(|f| !f.tun) {
         let q = rx_queues(&f.interface);
         if q < workers {
@@ -175,6 +197,7 @@ pub(super) fn open_packet(
             let fan = (workers > 1).then_some((base.wrapping_add(i as u16), mode));
             let mut p = AfPacketPort::open(&f.interface, frames, fan).map_err(|e| e.to_string())?;
             p.drop_other_hosts();
+            p.drop_vlan_tagged();
             if !cpu_per_socket {
                 p.transmit_through_qdisc().map_err(|e| e.to_string())?;
             }
@@ -296,6 +319,7 @@ fn open_tun(f: &PortFacts, workers: usize) -> Result<Vec<TunPort>, String> {
 /// traffic goes unread whatever the sender's queue.
 fn open_xdp_every_queue(facts: &[PortFacts], x: XdpSettings) -> Result<PortSet, String> {
     ensure_bpffs();
+    keep_vlan_tags(facts);
     let queues = facts
         .iter()
         .filter(|f| !f.tun)

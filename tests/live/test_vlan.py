@@ -1,0 +1,68 @@
+"""A port is on an untagged network. A frame tagged for a VLAN belongs to that VLAN's
+network (a VLAN sub-interface's, another tenant's on a trunk), and reaches the gateway's
+socket all the same: an AF_PACKET socket bound to an interface sees the frames of every VLAN
+above it (the kernel hands them to the interface's taps first, the tag in the slot's
+header), and the XDP program sees every frame the interface receives, tag and all. Before
+the ports dropped them, the 20 frames below tagged VLAN 42 were all encrypted and sent to
+the peer, on both back-ends (20 of 20, measured 2026-12-03). Now they are dropped and
+counted (`rx_vlan_tagged`), an 802.1ad (QinQ) frame too, while a priority-tagged frame
+(VLAN ID 0: only a priority, the untagged network's, as Linux takes it) and the untagged
+frame go through. The frames are built by scapy, not by espgw."""
+import pytest
+
+from conftest import STATE, assert_confined, bed_down, bed_up, metrics, nsx, show, wait_for
+
+SEND = """
+from scapy.all import Ether, Dot1Q, Dot1AD, IP, UDP, Raw, sendp, conf
+conf.verb = 0
+p = IP(src="198.51.100.2", dst="203.0.113.2") / UDP(sport=4000, dport=9) / Raw(b"x" * 40)
+sendp([Ether(src="02:00:00:00:00:01", dst="02:00:00:00:01:01") / {tagged}p] * 20, iface="eth0")
+"""
+
+
+@pytest.fixture(scope="module", params=["af-packet", "af-xdp"])
+def port_bed(request):
+    bed_up("--io", request.param)
+    yield request.param
+    logs = bed_down()
+    if request.param == "af-xdp":
+        # The log says what the gateway changed on the interface.
+        assert "af_xdp_rx_vlan_offload_off" in logs["gw1"], logs["gw1"][-2000:]
+
+
+def south():
+    return next(p for p in show("gw1", "ports") if p["name"] == "south")
+
+
+def send(tag):
+    """Sends the 20 frames with `tag` (scapy layers between Ethernet and IP; "": none);
+    returns how many gw1 encrypted and how many its south port counted as tagged."""
+    encrypted, tagged = show("gw1", "stats")["encrypted"], south()["rx_vlan_tagged"]
+    nsx("h1", "/usr/bin/python3", "-c", SEND.replace("{tagged}", f"{tag} / " if tag else ""))
+    wait_for(lambda: show("gw1", "stats")["encrypted"] >= encrypted + 20
+             or south()["rx_vlan_tagged"] >= tagged + 20)
+    return (show("gw1", "stats")["encrypted"] - encrypted, south()["rx_vlan_tagged"] - tagged)
+
+
+@pytest.mark.parametrize("tag", ["Dot1Q(vlan=42)", "Dot1Q(vlan=4094, prio=3)",
+                                 "Dot1AD(vlan=7) / Dot1Q(vlan=42)"])
+def test_frames_tagged_for_a_vlan_are_dropped_and_counted(port_bed, tag):
+    assert send(tag) == (0, 20)
+    m = metrics("gw1")
+    key = 'espgw_port_rx_vlan_tagged_total{port="south",interface="south"}'
+    assert m[key] == south()["rx_vlan_tagged"], m.get(key)
+
+
+@pytest.mark.parametrize("tag", ["Dot1Q(vlan=0, prio=5)", ""])
+def test_priority_tagged_and_untagged_frames_go_through(port_bed, tag):
+    assert send(tag) == (20, 0)
+
+
+def test_an_af_xdp_port_keeps_tags_in_frames(port_bed):
+    """A NIC's receive VLAN offload takes the tag out of the frame before an XDP program
+    sees it: the gateway turns it off on its AF_XDP interfaces (veth has it on by
+    default). AF_PACKET reads the tag the kernel took out, and leaves the setting alone."""
+    features = nsx("gw1", "ethtool", "-k", "south").stdout
+    want = "off" if port_bed == "af-xdp" else "on"
+    assert f"rx-vlan-offload: {want}" in features, features
+    assert_confined(int((STATE / "gw1.pid").read_text()))

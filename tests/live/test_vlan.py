@@ -27,7 +27,9 @@ def port_bed(request):
     logs = bed_down()
     if request.param == "af-xdp":
         # The log says what the gateway changed on the interface.
-        assert "af_xdp_rx_vlan_offload_off" in logs["gw1"], logs["gw1"][-2000:]
+        for feature in ("rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"):
+            line = f"event=af_xdp_rx_vlan_offload_off interface=south feature={feature}"
+            assert line in logs["gw1"], logs["gw1"][-2000:]
 
 
 def south():
@@ -60,9 +62,10 @@ def test_priority_tagged_and_untagged_frames_go_through(port_bed, tag):
 
 def test_an_af_xdp_port_keeps_tags_in_frames(port_bed):
     """A NIC's receive VLAN offload takes the tag out of the frame before an XDP program
-    sees it: the gateway turns it off on its AF_XDP interfaces (veth has it on by
-    default). AF_PACKET reads the tag the kernel took out, and leaves the setting alone."""
+    sees it: the gateway turns it off on its AF_XDP interfaces, for 802.1Q and 802.1ad
+    tags (veth has both on by default). AF_PACKET reads the tag the kernel took out, and leaves the setting alone."""
     features = nsx("gw1", "ethtool", "-k", "south").stdout
     want = "off" if port_bed == "af-xdp" else "on"
-    assert f"rx-vlan-offload: {want}" in features, features
+    assert f"rx-vlan-offload: {want}\n" in features, features
+    assert f"rx-vlan-stag-hw-parse: {want}\n" in features, features
     assert_confined(int((STATE / "gw1.pid").read_text()))

@@ -170,7 +170,7 @@ impl AfXdpPort {
     /// interface, with their tags, before the kernel hands them to a VLAN sub-interface.
     /// Where the NIC takes tags out of frames itself (receive VLAN offload), the program
     /// would not see them: the gateway turns that offload off when it opens the port
-    /// (`vlan_offload::keep_tags_in_frames`).
+    /// (`ethtool::keep_vlan_tags_in_frames`).
     pub fn drop_vlan_tagged(&mut self) {
         self.drop_tagged = true;
     }

@@ -20,6 +20,7 @@ pub mod af_xdp;
 #[path = "af_xdp_missing.rs"]
 pub mod af_xdp;
 pub mod cpu_list;
+pub mod ethtool;
 pub mod memory;
 pub mod netns;
 pub mod pcap;

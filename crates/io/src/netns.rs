@@ -34,7 +34,7 @@ pub fn enter(name: &str) -> io::Result<()> {
     Ok(())
 }
 
-fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
+pub(crate) fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
     let c = CString::new(ifname)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad interface name"))?;
     let bytes = c.as_bytes_with_nul();
@@ -52,7 +52,7 @@ fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
     Ok(req)
 }
 
-fn ioctl_socket() -> io::Result<OwnedFd> {
+pub(crate) fn ioctl_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) returns a new descriptor or -1; a valid one is owned here.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -140,78 +140,9 @@ pub fn driver(ifname: &str) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&info.driver[..len]).into_owned())
 }
 
-/// `struct ethtool_value` of <linux/ethtool.h>: a command and one 32-bit value.
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-
-const ETHTOOL_GFLAGS: u32 = 0x0000_0025;
-const ETHTOOL_SFLAGS: u32 = 0x0000_0026;
-/// Of the flags ETHTOOL_GFLAGS reads: receive VLAN offload (`rx-vlan-offload`,
-/// NETIF_F_HW_VLAN_CTAG_RX), the NIC taking 802.1Q tags out of received frames.
-const ETH_FLAG_RXVLAN: u32 = 1 << 8;
-
-/// Runs an ethtool command that reads or writes one `struct ethtool_value`.
-fn ethtool_value(ifname: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    let mut value = EthtoolValue { cmd, data };
-    let mut req = ifreq_for(ifname)?;
-    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-    let s = ioctl_socket()?;
-    // SAFETY: SIOCETHTOOL with ETHTOOL_GFLAGS / ETHTOOL_SFLAGS reads the name in `req`
-    // and reads or writes one `struct ethtool_value` through `ifru_data`, which points to
-    // `value`; both live across the call.
-    let r = unsafe { libc::ioctl(s.as_raw_fd(), SIOCETHTOOL, &mut req) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("interface {ifname}: {e}")));
-    }
-    Ok(value.data)
-}
-
-/// What [`keep_vlan_tags_in_frames`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RxVlanOffload {
-    /// Off already: tags stay in the frames.
-    Off,
-    /// It was on, and is off now.
-    TurnedOff,
-}
-
-/// Turns the interface's receive VLAN offload off, so that an 802.1Q tag stays in the
-/// received frame where an XDP program reads it: with it on, a NIC takes the tag out into
-/// its descriptor, and a frame of another VLAN reaches the program looking untagged.
-/// (The kernel puts the tag back for sockets and VLAN sub-interfaces; not for XDP.) Needs
-/// `CAP_NET_ADMIN`. An error where the driver cannot turn it off, or has no flags to
-/// read.
-pub fn keep_vlan_tags_in_frames(ifname: &str) -> io::Result<RxVlanOffload> {
-    let flags = ethtool_value(ifname, ETHTOOL_GFLAGS, 0)?;
-    if flags & ETH_FLAG_RXVLAN == 0 {
-        return Ok(RxVlanOffload::Off);
-    }
-    // ETHTOOL_SFLAGS sets every flag at once: the others as they are.
-    ethtool_value(ifname, ETHTOOL_SFLAGS, flags & !ETH_FLAG_RXVLAN)?;
-    // A driver may keep a feature it cannot drop in this state: read it back.
-    if ethtool_value(ifname, ETHTOOL_GFLAGS, 0)? & ETH_FLAG_RXVLAN != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("interface {ifname}: receive VLAN offload stays on"),
-        ));
-    }
-    Ok(RxVlanOffload::TurnedOff)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_keeps_vlan_tags_already() {
-        // Loopback has no receive VLAN offload: nothing to turn off, nothing changed.
-        assert_eq!(keep_vlan_tags_in_frames("lo").unwrap(), RxVlanOffload::Off);
-        assert!(keep_vlan_tags_in_frames("espgw-none0").is_err());
-    }
 
     #[test]
     fn loopback_facts() {

@@ -78,22 +78,30 @@ fn settings_for(ifname: &str, x: XdpSettings, workers: usize) -> XdpSettings {
     x
 }
 
-/// Keeps 802.1Q tags in the frames the XDP program sees on every AF_XDP interface, for
-/// the sockets to drop frames of other VLANs: a NIC's receive VLAN offload would take the
-/// tag out, and such a frame would look like the port's own. The offload stays off after
-/// the gateway stops (it has given up the privilege to turn it back on). Where the driver
-/// cannot turn it off the gateway says so and goes on.
+/// Keeps VLAN tags in the frames the XDP program sees on every AF_XDP interface, for the
+/// sockets to drop frames of other VLANs: a NIC's receive VLAN offloads (802.1Q, 802.1ad)
+/// would take the tag out, and such a frame would look like the port's own. They stay off
+/// after the gateway stops (it has given up the privilege to turn them back on). Where the
+/// driver keeps one on the gateway says so and goes on.
 fn keep_vlan_tags(facts: &[PortFacts]) {
-    use espgw_io::netns::{keep_vlan_tags_in_frames, RxVlanOffload};
+    use espgw_io::ethtool::{keep_vlan_tags_in_frames, TurnedOff};
+    const EFFECT: &str = "frames of other VLANs may reach the port with their tags taken out";
     for f in facts.iter().filter(|f| !f.tun) {
         match keep_vlan_tags_in_frames(&f.interface) {
-            Ok(RxVlanOffload::Off) => {}
-            Ok(RxVlanOffload::TurnedOff) => {
-                crate::info!("af_xdp_rx_vlan_offload_off", "interface" => f.interface)
+            Ok(done) => {
+                for (feature, d) in done {
+                    match d {
+                        TurnedOff::Now => crate::info!("af_xdp_rx_vlan_offload_off",
+                            "interface" => f.interface, "feature" => feature),
+                        TurnedOff::StaysOn => crate::warn!("af_xdp_rx_vlan_offload_on",
+                            "interface" => f.interface, "feature" => feature,
+                            "effect" => EFFECT),
+                        TurnedOff::AlreadyOff | TurnedOff::Unknown => {}
+                    }
+                }
             }
             Err(e) => crate::warn!("af_xdp_rx_vlan_offload_on", "interface" => f.interface,
-                "error" => e,
-                "effect" => "frames of other VLANs may reach the port with their tags taken out"),
+                "error" => e, "effect" => EFFECT),
         }
     }
 }

@@ -6,7 +6,7 @@
  * transmit ring.
  *
  * The XDP program that redirects the frames of a queue to its socket (all but IKE for the
- * host's charon) is espgw's own (below), loaded and attached with libbpf when the first socket of
+ * host's charon and frames tagged for a VLAN) is espgw's own (below), loaded and attached with libbpf when the first socket of
  * an interface opens and detached with the last one. libxdp's default program would do
  * the same, but libxdp takes a lock in (and pins its dispatcher to) a bpffs mount, which
  * it mounts itself where none is: that needs CAP_SYS_ADMIN, and a writable /sys/fs/bpf.
@@ -104,6 +104,8 @@ struct asm_insn {
 #define LE16(v) ((uint16_t)((((v) & 0xff) << 8) | ((v) >> 8)))
 #define ETH_IPV4 LE16(0x0800)
 #define ETH_IPV6 LE16(0x86dd)
+#define ETH_VLAN LE16(0x8100)
+#define ETH_QINQ LE16(0x88a8)
 #define UDP_IKE LE16(500)
 #define UDP_NATT LE16(4500)
 
@@ -115,6 +117,10 @@ struct asm_insn {
  *   keepalive, RFC 3948 §2.3, which the kernel's encapsulation socket drops), over IPv4
  *   (a 20-byte header, not a later fragment) or IPv6 (UDP right after the fixed header):
  *   XDP_PASS;
+ *   a frame tagged for a VLAN (802.1ad, or 802.1Q with a VLAN ID; not a priority tag,
+ *   VLAN ID 0, which is the untagged network's): XDP_PASS, to the VLAN's sub-interface if
+ *   the host has one (a management VLAN on the gateway's interface keeps working), else
+ *   the kernel drops it; a gateway port is one untagged network;
  *   otherwise: return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS).
  *
  * ESP and ESP in UDP stay with espgw. Every packet read is bounds-checked against
@@ -132,6 +138,15 @@ static int load_redirect_prog(int map_fd)
 		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 12, 0),
 		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV4, L_IPV4),
 		JMP(BPF_JEQ, BPF_REG_5, ETH_IPV6, L_IPV6),
+		JMP(BPF_JEQ, BPF_REG_5, ETH_QINQ, L_PASS),
+		JMP(BPF_JNE, BPF_REG_5, ETH_VLAN, L_REDIRECT),
+		/* 802.1Q: its VLAN ID, the TCI's low 12 bits (a short frame is the socket's to
+		 * refuse) */
+		INS(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_4, 0, 0, 4),
+		JMPX(BPF_JGT, BPF_REG_4, BPF_REG_3, L_REDIRECT),
+		INS(BPF_LDX | BPF_H | BPF_MEM, BPF_REG_5, BPF_REG_2, 14, 0),
+		INS(BPF_ALU64 | BPF_AND | BPF_K, BPF_REG_5, 0, 0, LE16(0x0fff)),
+		JMP(BPF_JNE, BPF_REG_5, 0, L_PASS),
 		JMP(BPF_JA, 0, 0, L_REDIRECT),
 		/* IPv4 without options (IKE carries none; a variable offset would need
 		 * CAP_PERFMON, which the gateway's unit does not grant), protocol UDP, not a

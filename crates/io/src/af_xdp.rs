@@ -166,11 +166,11 @@ impl AfXdpPort {
     }
 
     /// Drops frames tagged for a VLAN (counted as `rx_vlan_tagged`), as a port on an
-    /// untagged network must: the XDP program sees the frames of every VLAN above the
-    /// interface, with their tags, before the kernel hands them to a VLAN sub-interface.
-    /// Where the NIC takes tags out of frames itself (receive VLAN offload), the program
-    /// would not see them: the gateway turns that offload off when it opens the port
-    /// (`ethtool::keep_vlan_tags_in_frames`).
+    /// untagged network must. espgw's XDP program already hands such frames to the kernel
+    /// (to a VLAN sub-interface, or a drop) rather than to the socket; this is the socket's
+    /// own check behind it. Either needs the tag in the frame: where the NIC takes tags out
+    /// itself (receive VLAN offload) they would look untagged, so the gateway turns that
+    /// offload off when it opens the port (`ethtool::keep_vlan_tags_in_frames`).
     pub fn drop_vlan_tagged(&mut self) {
         self.drop_tagged = true;
     }

@@ -286,3 +286,88 @@ fn ike_goes_to_the_kernel_and_esp_to_the_socket() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `frame` with an 802.1Q or 802.1ad tag (`tpid`, `tci`) after the MAC addresses.
+fn tagged(frame: &[u8], tpid: u16, tci: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&tpid.to_be_bytes());
+    f.extend_from_slice(&tci.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+/// Collects, for at most 2 s or until `want` arrived, what `port` receives of the test's
+/// frames (source MAC 02:00:00:00:00:77).
+fn collect(port: &mut dyn Port, pool: &mut PacketPool, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < want && Instant::now() < deadline {
+        let mut inb = Vec::new();
+        if port.rx_burst(pool, &mut inb, 64).unwrap() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for p in inb.drain(..) {
+            got.push(p.data().to_vec());
+            pool.put(p);
+        }
+    }
+    got.retain(|f| f.get(6..12) == Some(&[0x02, 0, 0, 0, 0, 0x77][..]));
+    got
+}
+
+/// espgw's XDP program hands frames tagged for a VLAN to the kernel (a VLAN sub-interface
+/// of the gateway's interface, a management VLAN say, keeps receiving them) and gives the
+/// socket the port's own network's: untagged and priority-tagged (VLAN ID 0) frames. An
+/// AF_PACKET tap on the same interface is the witness: it sees only what reached the
+/// kernel, tags put back, byte for byte.
+#[test]
+fn frames_of_other_vlans_go_to_the_kernel() {
+    if espgw_io::process::effective_uid() != 0 {
+        eprintln!("skipped: needs root (CI runs it as root)");
+        return;
+    }
+    let ns = format!("xskvlan-{}", std::process::id());
+    assert!(ip(&["netns", "add", &ns]));
+    let ok = ip(&[
+        "-n", &ns, "link", "add", "xa", "type", "veth", "peer", "name", "xb",
+    ]) && ip(&["-n", &ns, "link", "set", "xa", "up"])
+        && ip(&["-n", &ns, "link", "set", "xb", "up"]);
+    let ns2 = ns.clone();
+    let result = std::thread::spawn(move || {
+        assert!(ok, "veth pair in {ns2}");
+        let mac = mac_of(&ns2, "xa");
+        espgw_io::netns::enter(&ns2).unwrap();
+        let mut xdp = AfXdpPort::open("xa", 0, XdpMode::Copy, 512).unwrap();
+        let mut tap = AfPacketPort::open("xa", 512, None).unwrap();
+        let mut raw = AfPacketPort::open("xb", 512, None).unwrap();
+        let plain = ip_frame(mac, false, 17, &udp(9, b"vlan test"));
+        let to_kernel = vec![
+            tagged(&plain, 0x8100, 42),
+            tagged(&plain, 0x8100, 0xe000 | 4094),
+            tagged(&tagged(&plain, 0x8100, 42), 0x88a8, 7),
+        ];
+        let to_socket = vec![tagged(&plain, 0x8100, 0xa000), plain.clone()];
+        let mut pool = PacketPool::new(64);
+        let mut out: Vec<Packet> = to_kernel
+            .iter()
+            .chain(&to_socket)
+            .map(|f| {
+                let mut p = pool.get();
+                p.load(f).unwrap();
+                p
+            })
+            .collect();
+        raw.tx_burst(&mut out, &mut pool).unwrap();
+        assert_eq!(collect(&mut xdp, &mut pool, 2), to_socket, "AF_XDP socket");
+        assert_eq!(
+            collect(&mut tap, &mut pool, 3),
+            to_kernel,
+            "the kernel's tap"
+        );
+    })
+    .join();
+    ip(&["netns", "del", &ns]);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

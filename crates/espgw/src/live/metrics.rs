@@ -338,7 +338,7 @@ fn render_ports(o: &mut String, shared: &Shared, t: &Tables, tot: &WorkerReport)
         ),
         (
             "espgw_port_rx_vlan_tagged_total",
-            "Frames tagged for a VLAN that a port (on an untagged network) saw and dropped.",
+            "Frames tagged for a VLAN that a port saw and dropped (AF_XDP leaves them to the kernel).",
             |s| s.rx_vlan_tagged,
         ),
     ];

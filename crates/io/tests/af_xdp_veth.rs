@@ -7,18 +7,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod veth_ns;
+use veth_ns::in_veth_namespace;
+
 use espgw_core::packet::{Packet, PacketPool};
 use espgw_io::af_packet::AfPacketPort;
 use espgw_io::af_xdp::{AfXdpPort, XdpMode};
 use espgw_io::Port;
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 /// A test frame: broadcast, a local experimental EtherType, its index in the payload.
 fn frame(i: u32, len: usize) -> Vec<u8> {
@@ -70,20 +65,7 @@ fn exchange(tx: &mut dyn Port, rx: &mut dyn Port, frames: &[Vec<u8>]) -> Vec<Vec
 
 #[test]
 fn frames_cross_a_veth_both_ways_byte_for_byte() {
-    if espgw_io::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (CI runs it as root)");
-        return;
-    }
-    let ns = format!("xsktest-{}", std::process::id());
-    assert!(ip(&["netns", "add", &ns]));
-    let ok = ip(&[
-        "-n", &ns, "link", "add", "xa", "type", "veth", "peer", "name", "xb",
-    ]) && ip(&["-n", &ns, "link", "set", "xa", "up"])
-        && ip(&["-n", &ns, "link", "set", "xb", "up"]);
-    let ns2 = ns.clone();
-    let result = std::thread::spawn(move || {
-        assert!(ok, "veth pair in {ns2}");
-        espgw_io::netns::enter(&ns2).unwrap();
+    in_veth_namespace("xsktest", &[], |_| {
         let mut xdp = AfXdpPort::open("xa", 0, XdpMode::Copy, 512).unwrap();
         let mut raw = AfPacketPort::open("xb", 512, None).unwrap();
         // 3 x the transmit half of the UMEM: completions must be reclaimed to go on.
@@ -99,12 +81,7 @@ fn frames_cross_a_veth_both_ways_byte_for_byte() {
         assert_eq!(got, back, "veth -> AF_XDP");
         let st = xdp.stats();
         assert_eq!(st.tx_dropped, 0, "{st:?}");
-    })
-    .join();
-    ip(&["netns", "del", &ns]);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    });
 }
 
 /// The interface's MAC address, from `ip -j`.
@@ -173,32 +150,12 @@ fn udp(dport: u16, payload: &[u8]) -> Vec<u8> {
 /// kernel sockets; ESP, ESP in UDP 4500 and other UDP reach the AF_XDP socket.
 #[test]
 fn ike_goes_to_the_kernel_and_esp_to_the_socket() {
-    if espgw_io::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (CI runs it as root)");
-        return;
-    }
-    let ns = format!("xskike-{}", std::process::id());
-    assert!(ip(&["netns", "add", &ns]));
-    let ok = ip(&[
-        "-n", &ns, "link", "add", "xa", "type", "veth", "peer", "name", "xb",
-    ]) && ip(&["-n", &ns, "addr", "add", "192.0.2.1/24", "dev", "xa"])
-        && ip(&[
-            "-n",
-            &ns,
-            "addr",
-            "add",
-            "2001:db8::1/64",
-            "dev",
-            "xa",
-            "nodad",
-        ])
-        && ip(&["-n", &ns, "link", "set", "xa", "up"])
-        && ip(&["-n", &ns, "link", "set", "xb", "up"]);
-    let ns2 = ns.clone();
-    let result = std::thread::spawn(move || {
-        assert!(ok, "veth pair in {ns2}");
-        let mac = mac_of(&ns2, "xa");
-        espgw_io::netns::enter(&ns2).unwrap();
+    let addresses: &[&[&str]] = &[
+        &["addr", "add", "192.0.2.1/24", "dev", "xa"],
+        &["addr", "add", "2001:db8::1/64", "dev", "xa", "nodad"],
+    ];
+    in_veth_namespace("xskike", addresses, |ns| {
+        let mac = mac_of(ns, "xa");
         let sock = |addr: &str| {
             let s = std::net::UdpSocket::bind(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(300)))
@@ -279,12 +236,7 @@ fn ike_goes_to_the_kernel_and_esp_to_the_socket() {
         // Only the test's frames (the kernel sends its own, e.g. neighbour solicitations).
         got.retain(|f| f.get(6..12) == Some(&[0x02, 0, 0, 0, 0, 0x77][..]));
         assert_eq!(got, to_socket.to_vec(), "AF_XDP socket");
-    })
-    .join();
-    ip(&["netns", "del", &ns]);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    });
 }
 
 /// `frame` with an 802.1Q or 802.1ad tag (`tpid`, `tci`) after the MAC addresses.
@@ -322,21 +274,8 @@ fn collect(port: &mut dyn Port, pool: &mut PacketPool, want: usize) -> Vec<Vec<u
 /// kernel, tags put back, byte for byte.
 #[test]
 fn frames_of_other_vlans_go_to_the_kernel() {
-    if espgw_io::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (CI runs it as root)");
-        return;
-    }
-    let ns = format!("xskvlan-{}", std::process::id());
-    assert!(ip(&["netns", "add", &ns]));
-    let ok = ip(&[
-        "-n", &ns, "link", "add", "xa", "type", "veth", "peer", "name", "xb",
-    ]) && ip(&["-n", &ns, "link", "set", "xa", "up"])
-        && ip(&["-n", &ns, "link", "set", "xb", "up"]);
-    let ns2 = ns.clone();
-    let result = std::thread::spawn(move || {
-        assert!(ok, "veth pair in {ns2}");
-        let mac = mac_of(&ns2, "xa");
-        espgw_io::netns::enter(&ns2).unwrap();
+    in_veth_namespace("xskvlan", &[], |ns| {
+        let mac = mac_of(ns, "xa");
         let mut xdp = AfXdpPort::open("xa", 0, XdpMode::Copy, 512).unwrap();
         let mut tap = AfPacketPort::open("xa", 512, None).unwrap();
         let mut raw = AfPacketPort::open("xb", 512, None).unwrap();
@@ -364,10 +303,5 @@ fn frames_of_other_vlans_go_to_the_kernel() {
             to_kernel,
             "the kernel's tap"
         );
-    })
-    .join();
-    ip(&["netns", "del", &ns]);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    });
 }

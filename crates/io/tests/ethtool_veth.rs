@@ -7,13 +7,8 @@ use std::process::Command;
 
 use espgw_io::ethtool::{feature, keep_vlan_tags_in_frames, turn_off, TurnedOff};
 
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+mod veth_ns;
+use veth_ns::in_veth_namespace;
 
 /// `ethtool -k`'s line for `name` in `ns`: "on", "off", "on [fixed]", ...
 fn ethtool_k(ns: &str, dev: &str, name: &str) -> String {
@@ -30,26 +25,14 @@ fn ethtool_k(ns: &str, dev: &str, name: &str) -> String {
 
 #[test]
 fn vlan_offloads_are_turned_off_as_ethtool_sees_them() {
-    if espgw_io::process::effective_uid() != 0 {
-        eprintln!("skipped: needs root (CI runs it as root)");
-        return;
-    }
-    let ns = format!("ethtooltest-{}", std::process::id());
-    assert!(ip(&["netns", "add", &ns]));
-    let ok = ip(&[
-        "-n", &ns, "link", "add", "ea", "type", "veth", "peer", "name", "eb",
-    ]);
-    let ns2 = ns.clone();
-    let result = std::thread::spawn(move || {
-        assert!(ok, "veth pair in {ns2}");
-        espgw_io::netns::enter(&ns2).unwrap();
+    in_veth_namespace("ethtooltest", &[], |ns| {
         // ethtool's names for the two: rx-vlan-offload is rx-vlan-hw-parse.
-        assert_eq!(ethtool_k(&ns2, "ea", "rx-vlan-offload"), "on");
-        assert_eq!(ethtool_k(&ns2, "ea", "rx-vlan-stag-hw-parse"), "on");
-        let before = feature("ea", "rx-vlan-hw-parse").unwrap().unwrap();
+        assert_eq!(ethtool_k(ns, "xa", "rx-vlan-offload"), "on");
+        assert_eq!(ethtool_k(ns, "xa", "rx-vlan-stag-hw-parse"), "on");
+        let before = feature("xa", "rx-vlan-hw-parse").unwrap().unwrap();
         assert!(before.active && before.changeable, "{before:?}");
         // Loopback's fixed features are reported as such.
-        assert_eq!(ethtool_k(&ns2, "lo", "rx-checksumming"), "on [fixed]");
+        assert_eq!(ethtool_k(ns, "lo", "rx-checksumming"), "on [fixed]");
         let lo = feature("lo", "rx-checksum").unwrap().unwrap();
         assert!(lo.active && !lo.changeable, "{lo:?}");
         assert_eq!(
@@ -57,7 +40,7 @@ fn vlan_offloads_are_turned_off_as_ethtool_sees_them() {
             [TurnedOff::StaysOn]
         );
 
-        let done = keep_vlan_tags_in_frames("ea").unwrap();
+        let done = keep_vlan_tags_in_frames("xa").unwrap();
         assert_eq!(
             done,
             [
@@ -65,20 +48,15 @@ fn vlan_offloads_are_turned_off_as_ethtool_sees_them() {
                 ("rx-vlan-stag-hw-parse", TurnedOff::Now)
             ]
         );
-        assert_eq!(ethtool_k(&ns2, "ea", "rx-vlan-offload"), "off");
-        assert_eq!(ethtool_k(&ns2, "ea", "rx-vlan-stag-hw-parse"), "off");
+        assert_eq!(ethtool_k(ns, "xa", "rx-vlan-offload"), "off");
+        assert_eq!(ethtool_k(ns, "xa", "rx-vlan-stag-hw-parse"), "off");
         // Nothing else changed: the peer, and ea's transmit offload.
-        assert_eq!(ethtool_k(&ns2, "ea", "tx-vlan-offload"), "on");
-        assert_eq!(ethtool_k(&ns2, "eb", "rx-vlan-offload"), "on");
-        let again = keep_vlan_tags_in_frames("ea").unwrap();
+        assert_eq!(ethtool_k(ns, "xa", "tx-vlan-offload"), "on");
+        assert_eq!(ethtool_k(ns, "xb", "rx-vlan-offload"), "on");
+        let again = keep_vlan_tags_in_frames("xa").unwrap();
         assert!(
             again.iter().all(|(_, d)| *d == TurnedOff::AlreadyOff),
             "{again:?}"
         );
-    })
-    .join();
-    ip(&["netns", "del", &ns]);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    });
 }

@@ -78,8 +78,8 @@ fn settings_for(ifname: &str, x: XdpSettings, workers: usize) -> XdpSettings {
     x
 }
 
-/// Keeps VLAN tags in the frames the XDP program sees on every AF_XDP interface, for the
-/// sockets to drop frames of other VLANs: a NIC's receive VLAN offloads (802.1Q, 802.1ad)
+/// Keeps VLAN tags in the frames the XDP program sees on every AF_XDP interface, for it to
+/// hand frames of other VLANs to the kernel: a NIC's receive VLAN offloads (802.1Q, 802.1ad)
 /// would take the tag out, and such a frame would look like the port's own. They stay off
 /// after the gateway stops (it has given up the privilege to turn them back on). Where the
 /// driver keeps one on the gateway says so and goes on.

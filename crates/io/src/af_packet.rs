@@ -390,7 +390,7 @@ impl Port for AfPacketPort {
                 let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
                     Self::read_u16(p, 26)
                 } else {
-                    0x8100
+                    espgw_wire::ethernet::ETHERTYPE_VLAN
                 };
                 (tpid, tci)
             });

@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use espgw_core::packet::{Packet, PacketPool};
+use espgw_wire::ethernet::{ETHERTYPE_QINQ, ETHERTYPE_VLAN};
 
 /// Counters of one port (one socket of it, for back-ends with a socket per worker).
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,8 +22,8 @@ pub struct PortStats {
     pub rx_ring_full: u64,
     /// Not sent: transmit ring full or frame too large.
     pub tx_dropped: u64,
-    /// Addressed to another host's MAC (a promiscuous AF_PACKET port sees them): not the
-    /// gateway's to process.
+    /// Addressed to another host's MAC (a promiscuous AF_PACKET port and an XDP program see
+    /// them): not the gateway's to process.
     pub rx_other_host: u64,
     /// Tagged for a VLAN (802.1Q with a VLAN ID, or 802.1ad): the frame belongs to that
     /// VLAN's network (a VLAN sub-interface's), not to the port's untagged one.
@@ -43,16 +44,11 @@ impl PortStats {
     }
 }
 
-/// TPID of an 802.1Q tag.
-const TPID_8021Q: u16 = 0x8100;
-/// TPID of an 802.1ad (provider, QinQ outer) tag.
-const TPID_8021AD: u16 = 0x88a8;
-
 /// Whether a tag (`tpid`, `tci`) puts a frame on a VLAN: an 802.1ad tag always, an 802.1Q
 /// tag unless its VLAN ID is 0. A VLAN ID of 0 only carries a priority (802.1p, "priority
 /// tagged"): the frame is the untagged network's, as Linux takes it on the base interface.
 pub(crate) fn tag_names_a_vlan(tpid: u16, tci: u16) -> bool {
-    tpid == TPID_8021AD || (tpid == TPID_8021Q && tci & 0x0fff != 0)
+    tpid == ETHERTYPE_QINQ || (tpid == ETHERTYPE_VLAN && tci & 0x0fff != 0)
 }
 
 /// Whether `frame` (Ethernet, the tag still in it) is tagged for a VLAN

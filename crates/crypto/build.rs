@@ -8,6 +8,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/gcm_batch.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch_avx2.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch.h");
+    println!("cargo:rerun-if-changed=csrc/chacha_batch.c");
+    println!("cargo:rerun-if-changed=csrc/chacha_batch.h");
     println!("cargo:rerun-if-env-changed=ESPGW_NO_IPSEC_MB");
     println!("cargo::rustc-check-cfg=cfg(espgw_ipsec_mb)");
     let target_x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
@@ -28,6 +30,7 @@ fn main() {
         .file("csrc/ipsec_mb_shim.c")
         .file("csrc/gcm_batch.c")
         .file("csrc/gcm_batch_avx2.c")
+        .file("csrc/chacha_batch.c")
         .opt_level(3)
         .warnings(true);
     sanitize(&mut build);

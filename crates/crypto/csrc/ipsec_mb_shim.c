@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "chacha_batch.h"
 #include "gcm_batch.h"
 
 /*
@@ -511,6 +512,7 @@ struct espgw_mb_sa {
     const void *k3;
     const void *gcm_key;  /* AES-GMAC: the precomputed struct gcm_key_data */
     uint64_t tag_len;     /* bytes of tag the library writes */
+    uint64_t chacha_batch; /* ChaCha20-Poly1305: short texts through chacha_batch.c */
 };
 
 /* One packet. Mirrors `RawOp` in src/ipsec_mb_esp.rs. */
@@ -768,20 +770,102 @@ static int mb_esp_sync(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
  * access. A burst the library refuses for one such job goes one job at a time, where the
  * bad job fails alone.
  */
-int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
-                 struct espgw_mb_op *ops, uint32_t n)
+static void mb_esp_library(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                           struct espgw_mb_op *ops, uint32_t n)
 {
     static const struct burst_kind kind = { fill_esp, finish_esp, esp_refused };
     struct esp_burst b = { m, sa, what, ops };
-    int failed = 0;
 
     if (!mb_esp_sync(m, sa, what, ops, n))
         run_bursts(m, n, &kind, &b);
+}
+
+/* Whether the ChaCha20-Poly1305 kernel takes op `op` (laid out by the Rust side for a
+ * combined mode: nonce, AAD, the text both ciphered and authenticated, a 16-byte tag). */
+static int chacha_batch_takes(const struct espgw_mb_sa *sa, const struct espgw_mb_op *op)
+{
+    return op->buf != NULL && op->iv_len == 12 && op->aad_len <= 16 &&
+           op->cipher_len <= espgw_chacha_batch_text_max() && op->hash_off == op->cipher_off &&
+           op->hash_len == op->cipher_len && sa->tag_len == 16;
+}
+
+/* Ops per call of the kernel, and the library's share of a mixed burst: one thread's
+ * arrays, reused by every call. */
+#define CHACHA_CHUNK 64
+static __thread struct espgw_chacha_op chacha_ops[CHACHA_CHUNK];
+static __thread struct espgw_mb_op chacha_rest[CHACHA_CHUNK];
+
+/*
+ * ChaCha20-Poly1305 with espgw's kernel for texts up to espgw_chacha_batch_text_max()
+ * (csrc/chacha_batch.c: 2.8x the library's one-packet code at 48 bytes of text, 1.2x at
+ * 1,024) and the library for longer ones, `chunk` ops (at most CHACHA_CHUNK) at a time. The kernel's ops complete with their tag where
+ * the library would write it (sealing: the packet's ICV room or op->tag; opening:
+ * op->tag, compared by the Rust side as the library's is); opening, the kernel decrypts
+ * only a text whose tag matched, and a forged one stays ciphertext for the Rust side to
+ * wipe. The library's ops of a mixed chunk run from a copy, in the order they came.
+ */
+static void chacha_chunk(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                         struct espgw_mb_op *ops, uint32_t chunk)
+{
+    uint8_t rest_at[CHACHA_CHUNK];
+    uint32_t taken = 0, rest = 0;
+
+    for (uint32_t i = 0; i < chunk; i++) {
+        struct espgw_mb_op *op = &ops[i];
+        if (!chacha_batch_takes(sa, op)) {
+            rest_at[rest++] = (uint8_t)i;
+            continue;
+        }
+        uint8_t *text = op->buf + op->cipher_off;
+        chacha_ops[taken++] = (struct espgw_chacha_op){
+            .text = text,
+            .len = (uint32_t)op->cipher_len,
+            .aad_len = (uint32_t)op->aad_len,
+            .nonce = op->iv,
+            .aad = op->aad,
+            .icv = text + op->cipher_len,
+            .tag = what == ESPGW_SEAL && op->tag_out != NULL ? op->tag_out : op->tag,
+        };
+    }
+    if (taken > 0)
+        espgw_chacha_batch(sa->enc_keys, what == ESPGW_SEAL, chacha_ops, taken);
+    for (uint32_t i = 0, r = 0; i < chunk; i++) {
+        if (r < rest && rest_at[r] == i) {
+            r++;
+            continue;
+        }
+        ops[i].status = 0;
+    }
+    if (rest == chunk) {
+        mb_esp_library(m, sa, what, ops, chunk);
+    } else if (rest > 0) {
+        for (uint32_t r = 0; r < rest; r++)
+            chacha_rest[r] = ops[rest_at[r]];
+        mb_esp_library(m, sa, what, chacha_rest, rest);
+        for (uint32_t r = 0; r < rest; r++)
+            ops[rest_at[r]] = chacha_rest[r];
+    }
+}
+
+int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
+                 struct espgw_mb_op *ops, uint32_t n)
+{
+    int failed = 0;
+
+    if (sa->cipher == ESPGW_C_CHACHA && sa->chacha_batch &&
+        (what == ESPGW_SEAL || what == ESPGW_OPEN_AEAD)) {
+        for (uint32_t done = 0; done < n; done += CHACHA_CHUNK)
+            chacha_chunk(m, sa, what, ops + done,
+                         n - done < CHACHA_CHUNK ? n - done : CHACHA_CHUNK);
+    } else {
+        mb_esp_library(m, sa, what, ops, n);
+    }
     for (uint32_t i = 0; i < n; i++)
         if (ops[i].status != 0)
             failed++;
     return failed;
 }
+
 
 /*
  * AES-GMAC (RFC 4543): GCM of an empty text, the authenticated bytes as its AAD. Where

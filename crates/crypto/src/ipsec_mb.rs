@@ -351,12 +351,16 @@ mod imp {
             match self.api {
                 MbApi::Direct => format!("intel-ipsec-mb/{}", self.arch),
                 MbApi::Job => format!("intel-ipsec-mb/{} job API", self.arch),
-                MbApi::Batch => match GcmBatchKey::kernel() {
-                    Some(kernel) => {
-                        format!("intel-ipsec-mb/{} + batch AES-GCM/{kernel}", self.arch)
+                MbApi::Batch => {
+                    let mut name = format!("intel-ipsec-mb/{}", self.arch);
+                    if let Some(kernel) = GcmBatchKey::kernel() {
+                        name += &format!(" + batch AES-GCM/{kernel}");
                     }
-                    None => format!("intel-ipsec-mb/{}", self.arch),
-                },
+                    if crate::chacha_batch::supported() {
+                        name += " + batch ChaCha20-Poly1305/avx512";
+                    }
+                    name
+                }
             }
         }
 

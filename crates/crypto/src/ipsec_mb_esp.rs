@@ -85,6 +85,8 @@ mod imp {
         k3: *const u8,
         gcm_key: *const u8,
         tag_len: u64,
+        /// Nonzero: ChaCha20-Poly1305's short texts go through `csrc/chacha_batch.c`.
+        chacha_batch: u64,
     }
 
     /// Mirrors `struct espgw_mb_op`.
@@ -254,6 +256,9 @@ mod imp {
         /// AES-GMAC through the batch kernel (`csrc/gcm_batch_avx2.c`) where this CPU runs
         /// it: the key's batch data (the powers of its hash key).
         gcm_batch: Option<GcmBatchKey>,
+        /// ChaCha20-Poly1305's short texts through espgw's kernel (`csrc/chacha_batch.c`),
+        /// where this CPU runs it and the provider is `MbApi::Batch`.
+        chacha_batch: bool,
     }
 
     /// The shim's cipher and hash for `suite`, or `None` where the library has no
@@ -593,6 +598,9 @@ mod imp {
             keys,
             gcm_key,
             gcm_batch,
+            chacha_batch: batch
+                && suite.enc == Encryption::ChaCha20Poly1305
+                && crate::chacha_batch::supported(),
         })
     }
 
@@ -700,6 +708,7 @@ mod imp {
                     .map_or(std::ptr::null(), GcmKeyData::as_ptr),
                 // The ICV: for every suite here one of the library's (truncated) lengths.
                 tag_len: self.suite.icv_len() as u64,
+                chacha_batch: u64::from(self.chacha_batch),
             }
         }
 

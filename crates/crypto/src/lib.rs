@@ -17,6 +17,8 @@
 mod aes_ccm;
 pub mod ah;
 pub mod aws_lc;
+#[cfg(espgw_ipsec_mb)]
+mod chacha_batch;
 pub mod cipher;
 pub mod ct;
 pub mod esp;

@@ -9,16 +9,12 @@
 //! fails alone. The same for ESP's and AH's AES-GMAC (RFC 4543), whose ICVs the 256-bit
 //! kernel computes (its GMAC passes) where it runs.
 
-use std::sync::Arc;
-
 use espgw_crypto::suite::all_esp_suites;
-use espgw_crypto::{
-    esp_key, provider, AhKey, AhOp, Encryption, EspKey, Icv, Integrity, ProviderChoice, Suite,
-};
+use espgw_crypto::{provider, AhKey, AhOp, Encryption, Icv, Integrity, ProviderChoice, Suite};
 use proptest::prelude::*;
 
 mod esp_burst;
-use esp_burst::{multi_buffer_built, open, packet, seal};
+use esp_burst::{agree, agree_burst, multi_buffer_built};
 
 /// AES-GCM and AES-GMAC: the suites a batch kernel runs.
 fn batch_suites() -> Vec<Suite> {
@@ -31,24 +27,6 @@ fn batch_suites() -> Vec<Suite> {
             )
         })
         .collect()
-}
-
-/// One SA's key through each path: (name, key).
-fn keys(suite: Suite, esn: bool, seed: u8) -> Vec<(&'static str, Arc<dyn EspKey>)> {
-    let enc: Vec<u8> = (0..suite.enc.key_material_len())
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect();
-    [
-        ("batch", ProviderChoice::IpsecMb),
-        ("direct", ProviderChoice::IpsecMbDirect),
-        ("aws-lc", ProviderChoice::AwsLc),
-    ]
-    .into_iter()
-    .map(|(name, choice)| {
-        let p = provider(choice).unwrap();
-        (name, esp_key(&*p, suite, &enc, &[], esn).unwrap())
-    })
-    .collect()
 }
 
 /// Whether this CPU has what the kernel needs; where it does, the default provider must
@@ -82,72 +60,6 @@ fn the_kernel_runs_where_the_cpu_allows() {
     }
 }
 
-/// Seals `payloads` with every path (same sequence numbers), checks the bytes agree, then
-/// tampers with the packets `tamper` names and has every path open every path's burst.
-fn agree(suite: Suite, esn: bool, seed: u8, payloads: &[(usize, u8)], tamper: &[Option<usize>]) {
-    let keys = keys(suite, esn, seed);
-    let seqs: Vec<u64> = (0..payloads.len() as u64)
-        .map(|i| (u64::from(seed) << 31) + 1 + i)
-        .collect();
-    let plain: Vec<Vec<u8>> = payloads
-        .iter()
-        .zip(&seqs)
-        .map(|(&(len, fill), &s)| packet(suite, 0x5150, s, len, fill))
-        .collect();
-    let ivs = vec![[0u8; 16]; plain.len()];
-    let sealed: Vec<Vec<Vec<u8>>> = keys
-        .iter()
-        .map(|(_, k)| {
-            let mut b = plain.clone();
-            seal(&**k, &mut b, &seqs, &ivs);
-            b
-        })
-        .collect();
-    for (i, p) in plain.iter().enumerate() {
-        let text = p.len() - 16 - suite.icv_len();
-        for (k, (name, _)) in keys.iter().enumerate().skip(1) {
-            assert!(
-                sealed[0][i] == sealed[k][i],
-                "{suite} esn {esn}: packet {i} ({text} bytes of text) sealed by batch and {name} differ"
-            );
-        }
-        assert_ne!(
-            sealed[0][i][16..],
-            p[16..],
-            "{suite}: packet {i} left in clear"
-        );
-    }
-    let want: Vec<bool> = tamper.iter().map(Option::is_none).collect();
-    for (by, (sealer, _)) in sealed.iter().zip(&keys) {
-        let mut bad = by.clone();
-        for (b, t) in bad.iter_mut().zip(tamper) {
-            if let Some(at) = t {
-                let at = at % b.len();
-                b[at] ^= 0x80;
-            }
-        }
-        for (opener, k) in &keys {
-            let mut bufs = bad.clone();
-            let ok = open(&**k, &mut bufs, &seqs);
-            assert_eq!(
-                ok, want,
-                "{suite} esn {esn}: {opener} opening {sealer}'s burst"
-            );
-            for (i, b) in bufs.iter().enumerate() {
-                let end = b.len() - suite.icv_len();
-                if want[i] {
-                    assert_eq!(b[16..end], plain[i][16..end], "{opener}: packet {i} text");
-                } else {
-                    assert!(
-                        b[16..].iter().all(|&x| x == 0),
-                        "{opener}: packet {i} zeroed"
-                    );
-                }
-            }
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -167,9 +79,7 @@ proptest! {
             return Ok(());
         }
         kernel_expected();
-        let payloads: Vec<(usize, u8)> = burst.iter().map(|&(l, f, _)| (l, f)).collect();
-        let tamper: Vec<Option<usize>> = burst.iter().map(|&(_, _, t)| t).collect();
-        agree(suite, esn, seed, &payloads, &tamper);
+        agree_burst(suite, esn, seed, &burst);
     }
 }
 

@@ -1,10 +1,14 @@
 //! ESP bursts for the integration tests that run one through both back-ends
-//! (`multi_buffer.rs`, `own_instance.rs`): packets laid out per suite, sealing and opening
-//! a burst, and whether intel-ipsec-mb is built in. (Not in `common/`, which the crate's
+//! (`multi_buffer.rs`, `own_instance.rs`, and the batch kernels' `gcm_batch.rs` and
+//! `chacha_batch.rs`): packets laid out per suite, sealing and opening a burst, one SA's
+//! key through each path and the check that the paths agree, and whether intel-ipsec-mb
+//! is built in. (Not in `common/`, which the crate's
 //! own unit tests include too, where `espgw_crypto` is not an outside crate.)
 //! Not every test binary uses every helper.
 
-use espgw_crypto::{provider, EspKey, EspOp, ProviderChoice, Suite};
+use std::sync::Arc;
+
+use espgw_crypto::{esp_key, provider, EspKey, EspOp, ProviderChoice, Suite};
 
 /// Whether intel-ipsec-mb is built in; only a build that opted out may lack it.
 #[allow(dead_code)]
@@ -55,4 +59,106 @@ pub fn open(key: &dyn EspKey, bufs: &mut [Vec<u8>], seqs: &[u64]) -> Vec<bool> {
         .collect();
     key.open_burst(&mut ops, &mut ok);
     ok
+}
+
+/// One SA's key through each path: (name, key): intel-ipsec-mb with espgw's batch
+/// kernels (`batch`), the library alone (`direct`) and aws-lc-rs.
+#[allow(dead_code)]
+pub fn keys(suite: Suite, esn: bool, seed: u8) -> Vec<(&'static str, Arc<dyn EspKey>)> {
+    let enc: Vec<u8> = (0..suite.enc.key_material_len())
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect();
+    [
+        ("batch", ProviderChoice::IpsecMb),
+        ("direct", ProviderChoice::IpsecMbDirect),
+        ("aws-lc", ProviderChoice::AwsLc),
+    ]
+    .into_iter()
+    .map(|(name, choice)| {
+        let p = provider(choice).unwrap();
+        (name, esp_key(&*p, suite, &enc, &[], esn).unwrap())
+    })
+    .collect()
+}
+
+/// Seals `payloads` with every path (same sequence numbers), checks the bytes agree, then
+/// tampers with the packets `tamper` names and has every path open every path's burst.
+#[allow(dead_code)]
+pub fn agree(
+    suite: Suite,
+    esn: bool,
+    seed: u8,
+    payloads: &[(usize, u8)],
+    tamper: &[Option<usize>],
+) {
+    let keys = keys(suite, esn, seed);
+    let seqs: Vec<u64> = (0..payloads.len() as u64)
+        .map(|i| (u64::from(seed) << 31) + 1 + i)
+        .collect();
+    let plain: Vec<Vec<u8>> = payloads
+        .iter()
+        .zip(&seqs)
+        .map(|(&(len, fill), &s)| packet(suite, 0x5150, s, len, fill))
+        .collect();
+    let ivs = vec![[0u8; 16]; plain.len()];
+    let sealed: Vec<Vec<Vec<u8>>> = keys
+        .iter()
+        .map(|(_, k)| {
+            let mut b = plain.clone();
+            seal(&**k, &mut b, &seqs, &ivs);
+            b
+        })
+        .collect();
+    for (i, p) in plain.iter().enumerate() {
+        let text = p.len() - 16 - suite.icv_len();
+        for (k, (name, _)) in keys.iter().enumerate().skip(1) {
+            assert!(
+                sealed[0][i] == sealed[k][i],
+                "{suite} esn {esn}: packet {i} ({text} bytes of text) sealed by batch and {name} differ"
+            );
+        }
+        assert_ne!(
+            sealed[0][i][16..],
+            p[16..],
+            "{suite}: packet {i} left in clear"
+        );
+    }
+    let want: Vec<bool> = tamper.iter().map(Option::is_none).collect();
+    for (by, (sealer, _)) in sealed.iter().zip(&keys) {
+        let mut bad = by.clone();
+        for (b, t) in bad.iter_mut().zip(tamper) {
+            if let Some(at) = t {
+                let at = at % b.len();
+                b[at] ^= 0x80;
+            }
+        }
+        for (opener, k) in &keys {
+            let mut bufs = bad.clone();
+            let ok = open(&**k, &mut bufs, &seqs);
+            assert_eq!(
+                ok, want,
+                "{suite} esn {esn}: {opener} opening {sealer}'s burst"
+            );
+            for (i, b) in bufs.iter().enumerate() {
+                let end = b.len() - suite.icv_len();
+                if want[i] {
+                    assert_eq!(b[16..end], plain[i][16..end], "{opener}: packet {i} text");
+                } else {
+                    assert!(
+                        b[16..].iter().all(|&x| x == 0),
+                        "{opener}: packet {i} zeroed"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// [`agree`] over a generated burst: each packet's payload length, fill byte and the byte
+/// to tamper with, if any.
+#[allow(dead_code)]
+pub fn agree_burst(suite: Suite, esn: bool, seed: u8, burst: &[(usize, u8, Option<usize>)]) {
+    let payloads: Vec<(usize, u8)> = burst.iter().map(|&(l, f, _)| (l, f)).collect();
+    let tamper: Vec<Option<usize>> = burst.iter().map(|&(_, _, t)| t).collect();
+    agree(suite, esn, seed, &payloads, &tamper);
 }

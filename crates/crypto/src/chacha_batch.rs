@@ -1,0 +1,242 @@
+//! espgw's own ChaCha20-Poly1305, a burst's packets at once (`csrc/chacha_batch.c`:
+//! sixteen ChaCha20 blocks a pass in AVX-512 lanes, whichever packets they belong to, and
+//! Poly1305 eight packets at once in AVX-512 IFMA, or two interleaved in 64-bit
+//! arithmetic on a CPU without IFMA). intel-ipsec-mb 1.3 runs this AEAD one packet per
+//! job, at about the same cost for 48 bytes as for 400; the shim (`csrc/ipsec_mb_shim.c`,
+//! `chacha_chunk`) sends a burst's texts of up to 1,024 bytes here (256 without IFMA) and
+//! the rest to the library. The kernel is used by the default provider (`MbApi::Batch`)
+//! where the CPU has AVX-512 F and BW.
+//!
+//! What the shim relies on, tested here at the kernel's own interface: opening
+//! authenticates before it decrypts (a forged packet's text is left as it came, its
+//! verdict its own), and sealing writes the same bytes as RFC 8439's AEAD. The ESP-level
+//! tests (`tests/chacha_batch.rs`, `tests/esp_kat.rs`) hold the whole path to
+//! intel-ipsec-mb, aws-lc-rs and RFC 7634.
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+
+/// Mirrors `struct espgw_chacha_op` (`csrc/chacha_batch.h`).
+#[repr(C)]
+#[cfg_attr(not(test), allow(dead_code))]
+struct RawChachaOp {
+    text: *mut u8,
+    len: u32,
+    aad_len: u32,
+    nonce: *const u8,
+    aad: *const u8,
+    icv: *const u8,
+    tag: *mut u8,
+    authentic: i32,
+}
+
+extern "C" {
+    fn espgw_chacha_batch_supported() -> c_int;
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn espgw_chacha_batch_using(
+        key: *const u8,
+        encrypt: c_int,
+        ops: *mut RawChachaOp,
+        n: u32,
+        ifma: c_int,
+    );
+}
+
+/// Whether this CPU runs the kernel (AVX-512 F and BW).
+pub(crate) fn supported() -> bool {
+    // SAFETY: reads CPUID only.
+    unsafe { espgw_chacha_batch_supported() != 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One packet for the kernel: text, AAD, nonce, the received ICV and room for the tag.
+    struct Packet {
+        text: Vec<u8>,
+        aad: [u8; 12],
+        nonce: [u8; 12],
+        icv: [u8; 16],
+        tag: [u8; 16],
+        authentic: i32,
+    }
+
+    fn packet(len: usize, i: u8) -> Packet {
+        Packet {
+            text: (0..len).map(|b| (b as u8).wrapping_mul(7) ^ i).collect(),
+            aad: [i; 12],
+            nonce: [i.wrapping_add(1); 12],
+            icv: [0; 16],
+            tag: [0; 16],
+            authentic: -1,
+        }
+    }
+
+    /// Runs the kernel over `packets` (AAD of 8 bytes), its Poly1305 in IFMA where `ifma`
+    /// says so and the CPU has it, and records each verdict.
+    fn run(key: &[u8; 32], encrypt: bool, ifma: bool, packets: &mut [Packet]) {
+        let mut ops: Vec<RawChachaOp> = packets
+            .iter_mut()
+            .map(|p| RawChachaOp {
+                text: p.text.as_mut_ptr(),
+                len: p.text.len() as u32,
+                aad_len: 8,
+                nonce: p.nonce.as_ptr(),
+                aad: p.aad.as_ptr(),
+                icv: p.icv.as_ptr(),
+                tag: p.tag.as_mut_ptr(),
+                authentic: -1,
+            })
+            .collect();
+        // SAFETY: every op points into a packet borrowed for the call: its text (`len`
+        // bytes, at most the kernel's 1,024), 8 of its 12 AAD bytes, its 12-byte nonce,
+        // its 16-byte ICV and tag; the key has 32 bytes; the CPU runs the kernel (checked
+        // by the caller).
+        unsafe {
+            espgw_chacha_batch_using(
+                key.as_ptr(),
+                c_int::from(encrypt),
+                ops.as_mut_ptr(),
+                ops.len() as u32,
+                c_int::from(ifma),
+            )
+        };
+        for (p, op) in packets.iter_mut().zip(&ops) {
+            p.authentic = op.authentic;
+        }
+    }
+
+    /// Sealed by the kernel, the texts and tags are aws-lc-rs's; opened with one forged
+    /// tag (and one forged text) in the burst, those two stay ciphertext and say so, and
+    /// the others decrypt to the plaintext. Both Poly1305s: IFMA's (where the CPU has it)
+    /// and the 64-bit one.
+    #[test]
+    fn opening_authenticates_before_decrypting() {
+        if !supported() {
+            eprintln!("no AVX-512 here: the kernel is not used");
+            return;
+        }
+        for ifma in [true, false] {
+            seal_and_open(ifma);
+        }
+    }
+
+    fn seal_and_open(ifma: bool) {
+        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+        let key = [0x42u8; 32];
+        let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
+        let lens = [
+            0usize, 1, 15, 16, 17, 48, 63, 64, 65, 100, 128, 200, 256, 300, 1000, 1024,
+        ];
+        let mut packets: Vec<Packet> = (0..20)
+            .map(|i| packet(lens[i % lens.len()], i as u8))
+            .collect();
+        let plain: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
+        run(&key, true, ifma, &mut packets);
+        for (p, clear) in packets.iter().zip(&plain) {
+            let mut want = clear.clone();
+            let tag = lc
+                .seal_in_place_separate_tag(
+                    Nonce::assume_unique_for_key(p.nonce),
+                    Aad::from(&p.aad[..8]),
+                    &mut want,
+                )
+                .unwrap();
+            assert_eq!(p.text, want, "{} bytes, ifma {ifma}", clear.len());
+            assert_eq!(
+                &p.tag[..],
+                tag.as_ref(),
+                "{} bytes, ifma {ifma}",
+                clear.len()
+            );
+        }
+        for p in packets.iter_mut() {
+            p.icv = p.tag;
+        }
+        packets[3].icv[15] ^= 1;
+        packets[8].text[0] ^= 1;
+        let sealed: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
+        run(&key, false, ifma, &mut packets);
+        for (i, p) in packets.iter().enumerate() {
+            if i == 3 || i == 8 {
+                assert_eq!(p.authentic, 0, "packet {i}");
+                assert_eq!(p.text, sealed[i], "packet {i}: forged, yet decrypted");
+            } else {
+                assert_eq!(p.authentic, 1, "packet {i}");
+                assert_eq!(p.text, plain[i], "packet {i}");
+            }
+        }
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Seals one text with the kernel: (ciphertext, tag).
+    fn seal_one(
+        key: &[u8],
+        nonce: &[u8],
+        aad: &[u8],
+        text: &[u8],
+        ifma: bool,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut ct = text.to_vec();
+        let mut tag = [0u8; 16];
+        let mut op = RawChachaOp {
+            text: ct.as_mut_ptr(),
+            len: ct.len() as u32,
+            aad_len: aad.len() as u32,
+            nonce: nonce.as_ptr(),
+            aad: aad.as_ptr(),
+            icv: tag.as_ptr(),
+            tag: tag.as_mut_ptr(),
+            authentic: -1,
+        };
+        assert!(key.len() == 32 && nonce.len() == 12 && aad.len() <= 16 && text.len() <= 1024);
+        // SAFETY: the op points at `ct` (its length), `aad` (its length, at most 16), the
+        // 12-byte nonce and the 16-byte `tag` (read as the ICV only when opening); the key
+        // has 32 bytes; the CPU runs the kernel (checked by the caller).
+        unsafe { espgw_chacha_batch_using(key.as_ptr(), 1, &mut op, 1, c_int::from(ifma)) };
+        (ct, tag.to_vec())
+    }
+
+    /// RFC 8439 §2.8.2's AEAD example (12 bytes of AAD, 114 of text), and Wycheproof's
+    /// case 2 (no AAD, no text: the tag over the lengths block alone), through both
+    /// Poly1305s.
+    #[test]
+    fn rfc8439_vectors() {
+        if !supported() {
+            return;
+        }
+        let cases = [
+            (
+                "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f",
+                "070000004041424344454647",
+                "50515253c0c1c2c3c4c5c6c7",
+                "4c616469657320616e642047656e746c656d656e206f662074686520636c617373206f66202739393a204966204920636f756c64206f6666657220796f75206f6e6c79206f6e652074697020666f7220746865206675747572652c2073756e73637265656e20776f756c642062652069742e",
+                "d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d63dbea45e8ca9671282fafb69da92728b1a71de0a9e060b2905d6a5b67ecd3b3692ddbd7f2d778b8c9803aee328091b58fab324e4fad675945585808b4831d7bc3ff4def08e4b7a9de576d26586cec64b6116",
+                "1ae10b594f09e26a7e902ecbd0600691",
+            ),
+            (
+                "80ba3192c803ce965ea371d5ff073cf0f43b6a2ab576b208426e11409c09b9b0",
+                "4da5bf8dfd5852c1ea12379d",
+                "",
+                "",
+                "",
+                "76acb342cf3166a5b63c0c0ea1383c8d",
+            ),
+        ];
+        for ifma in [true, false] {
+            for (key, nonce, aad, text, ct, tag) in cases {
+                let (got_ct, got_tag) =
+                    seal_one(&unhex(key), &unhex(nonce), &unhex(aad), &unhex(text), ifma);
+                assert_eq!(got_ct, unhex(ct), "ifma {ifma}");
+                assert_eq!(got_tag, unhex(tag), "ifma {ifma}");
+            }
+        }
+    }
+}

@@ -334,9 +334,11 @@ static void aead_tags(const uint8_t (*otk)[32], struct espgw_chacha_op *ops, uin
             const struct espgw_chacha_op *o = &ops[i + w];
             poly_init(&p[w], otk[i + w]);
             memset(pad[w], 0, 16);
-            memcpy(pad[w], o->aad, o->aad_len); /* at most 16: one block */
+            /* One block where the AAD fits one (ESP's 8 or 12 bytes); another length goes
+             * the long way below. */
+            all_aad &= o->aad_len > 0 && o->aad_len <= 16;
+            memcpy(pad[w], o->aad, o->aad_len <= 16 ? o->aad_len : 0);
             src[w] = pad[w];
-            all_aad &= o->aad_len > 0;
             if (o->len / 16 < common)
                 common = o->len / 16;
         }
@@ -531,6 +533,11 @@ TARGET_IFMA static void aead_tags_ifma8(const uint8_t (*otk)[32], struct espgw_c
     c = _mm512_srli_epi64(h0, 44);
     h0 = _mm512_and_si512(h0, m44);
     h1 = _mm512_add_epi64(h1, c);
+    /* Once more, so that h1 fits its 44 bits (it may have reached 2^44 just now): the
+     * limbs are then put side by side without overlapping. */
+    c = _mm512_srli_epi64(h1, 44);
+    h1 = _mm512_and_si512(h1, m44);
+    h2 = _mm512_add_epi64(h2, c);
     _mm512_storeu_si512(hw[0], h0);
     _mm512_storeu_si512(hw[1], h1);
     _mm512_storeu_si512(hw[2], h2);

@@ -798,11 +798,12 @@ static __thread struct espgw_mb_op chacha_rest[CHACHA_CHUNK];
 /*
  * ChaCha20-Poly1305 with espgw's kernel for texts up to espgw_chacha_batch_text_max()
  * (csrc/chacha_batch.c: 2.8x the library's one-packet code at 48 bytes of text, 1.2x at
- * 1,024) and the library for longer ones, `chunk` ops (at most CHACHA_CHUNK) at a time. The kernel's ops complete with their tag where
- * the library would write it (sealing: the packet's ICV room or op->tag; opening:
- * op->tag, compared by the Rust side as the library's is); opening, the kernel decrypts
- * only a text whose tag matched, and a forged one stays ciphertext for the Rust side to
- * wipe. The library's ops of a mixed chunk run from a copy, in the order they came.
+ * 1,024) and the library for longer ones, `chunk` ops (at most CHACHA_CHUNK) at a time.
+ * The kernel's ops complete with their tag where the library would write it (sealing: the
+ * packet's ICV room or op->tag; opening: op->tag, compared by the Rust side as the
+ * library's is); opening, the kernel decrypts only a text whose tag matched, and a forged
+ * one stays ciphertext for the Rust side to wipe. The library's ops of a mixed chunk run
+ * from a copy (their jobs all complete within the call), in the order they came.
  */
 static void chacha_chunk(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
                          struct espgw_mb_op *ops, uint32_t chunk)
@@ -865,7 +866,6 @@ int espgw_mb_esp(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
             failed++;
     return failed;
 }
-
 
 /*
  * AES-GMAC (RFC 4543): GCM of an empty text, the authenticated bytes as its AAD. Where

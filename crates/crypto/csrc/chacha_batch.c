@@ -393,14 +393,18 @@ static void aead_tags(const uint8_t (*otk)[32], struct espgw_chacha_op *ops, uin
 
 static const uint8_t zero_block[16];
 
+/* Whether the CPU has AVX-512 IFMA, asked once (workers may ask at the same time: the
+ * answer is the same, and the atomic access keeps that race defined). */
 static int ifma_supported(void)
 {
     static int cached = -1;
-    if (cached < 0) {
+    int known = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (known < 0) {
         __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512ifma") ? 1 : 0;
+        known = __builtin_cpu_supports("avx512ifma") ? 1 : 0;
+        __atomic_store_n(&cached, known, __ATOMIC_RELAXED);
     }
-    return cached;
+    return known;
 }
 
 /* Stages op `o`'s Poly1305 input at `st`; returns its number of blocks. */

@@ -782,10 +782,11 @@ static void mb_esp_library(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
 
 /* Whether the ChaCha20-Poly1305 kernel takes op `op` (laid out by the Rust side for a
  * combined mode: nonce, AAD, the text both ciphered and authenticated, a 16-byte tag). */
-static int chacha_batch_takes(const struct espgw_mb_sa *sa, const struct espgw_mb_op *op)
+static int chacha_batch_takes(const struct espgw_mb_sa *sa, const struct espgw_mb_op *op,
+                              uint32_t text_max)
 {
     return op->buf != NULL && op->iv_len == 12 && op->aad_len <= 16 &&
-           op->cipher_len <= espgw_chacha_batch_text_max() && op->hash_off == op->cipher_off &&
+           op->cipher_len <= text_max && op->hash_off == op->cipher_off &&
            op->hash_len == op->cipher_len && sa->tag_len == 16;
 }
 
@@ -810,10 +811,12 @@ static void chacha_chunk(IMB_MGR *m, const struct espgw_mb_sa *sa, int what,
 {
     uint8_t rest_at[CHACHA_CHUNK];
     uint32_t taken = 0, rest = 0;
+    /* Asked once a chunk, not once a packet (a call into another file). */
+    uint32_t text_max = espgw_chacha_batch_text_max();
 
     for (uint32_t i = 0; i < chunk; i++) {
         struct espgw_mb_op *op = &ops[i];
-        if (!chacha_batch_takes(sa, op)) {
+        if (!chacha_batch_takes(sa, op, text_max)) {
             rest_at[rest++] = (uint8_t)i;
             continue;
         }

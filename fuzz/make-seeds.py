@@ -34,6 +34,7 @@ GCM256 = bytes(range(16)) * 2 + bytes([1, 2, 3, 4])
 CBC256 = bytes(range(16)) * 2
 SHA256 = bytes.fromhex("0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000")
 SHA1 = bytes.fromhex("0102030405060708090a0b0c0d0e0f1011121314")
+CHACHA_IN = bytes(range(0x20, 0x40)) + bytes([7, 0, 0, 0])
 
 
 def without_sep(make):
@@ -69,6 +70,14 @@ def esp_v6_udp_esn(i):
     return Ether(src=MAC_PEER, dst=MAC_GW) / IPv6(raw(pkt))
 
 
+def esp_v4_tunnel_esn_chacha(i):
+    sa = SecurityAssociation(ESP, spi=0x800, crypt_algo="CHACHA20-POLY1305", crypt_key=CHACHA_IN,
+                             tunnel_header=IP(src="192.0.2.1", dst="192.0.2.2"), esn_en=True, esn=0)
+    # From 198.19.0.0/16, whose traffic the inbound policies give to SA 0x800.
+    pkt = sa.encrypt(inner_udp(i, src="198.19.0.5"), seq_num=1 + i, iv=(1 + i).to_bytes(8, "big"))
+    return Ether(src=MAC_PEER, dst=MAC_GW) / pkt
+
+
 def esp_transport_cbc(i):
     sa = SecurityAssociation(ESP, spi=0x300, crypt_algo="AES-CBC", crypt_key=CBC256,
                              auth_algo="SHA2-256-128", auth_key=SHA256)
@@ -82,10 +91,10 @@ def ah_transport_tcp(i):
     return Ether(src=MAC_PEER, dst=MAC_GW) / sa.encrypt(plain, seq_num=1 + i)
 
 
-def plain_out(i, proto):
+def plain_out(i, proto, dst="203.0.113.5"):
     l4 = {"udp": UDP(sport=1000 + i, dport=53), "tcp": TCP(sport=1000 + i, dport=80),
           "icmp": ICMP(id=i)}[proto]
-    return Ether(src=MAC_PEER, dst=MAC_GW) / IP(src="198.51.100.5", dst="203.0.113.5", id=i) / l4 / Raw(b"seed")
+    return Ether(src=MAC_PEER, dst=MAC_GW) / IP(src="198.51.100.5", dst=dst, id=i) / l4 / Raw(b"seed")
 
 
 def plain_out_v6(i):
@@ -123,6 +132,7 @@ def main():
         "esp-v4-tunnel-gcm": lambda i: esp_v4_tunnel(i),
         "esp-v6-udp-esn-gcm": lambda i: esp_v6_udp_esn(i),
         "esp-transport-cbc-sha256": lambda i: esp_transport_cbc(i),
+        "esp-v4-tunnel-esn-chacha": lambda i: esp_v4_tunnel_esn_chacha(i),
         "ah-transport-sha1": lambda i: ah_transport_tcp(i),
     }
     for name, make in esp.items():
@@ -135,6 +145,8 @@ def main():
         "tcp-ah": lambda i: plain_out(i, "tcp"),
         "icmp-bundle": lambda i: plain_out(i, "icmp"),
         "v6-tunnel-udp": plain_out_v6,
+        # To 198.19.0.0/16: the IPv4 tunnel with ChaCha20-Poly1305 (SA 0x800).
+        "udp-tunnel-chacha": lambda i: plain_out(i, "udp", dst="198.19.0.5"),
     }
     for name, make in outs.items():
         write("outbound", name, b"\x00" + raw(make(1)))

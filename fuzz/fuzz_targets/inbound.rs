@@ -6,7 +6,7 @@
 //!
 //! The burst goes through the tables on each crypto back-end
 //! ([`espgw_fuzz::tables_each_backend`]: aws-lc-rs, and intel-ipsec-mb with espgw's batch
-//! AES-GCM kernels where built), and both must agree byte for byte: opening draws nothing
+//! AES-GCM and ChaCha20-Poly1305 kernels where built), and both must agree byte for byte: opening draws nothing
 //! at random, so a difference is a back-end accepting, refusing or decrypting what the
 //! other does not.
 #![no_main]

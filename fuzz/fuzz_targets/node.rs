@@ -5,7 +5,7 @@
 //!
 //! The frames go through a node on each crypto back-end
 //! ([`espgw_fuzz::live_tables_each_backend`]: aws-lc-rs, and intel-ipsec-mb with espgw's
-//! batch AES-GCM kernels where built), and the nodes must agree, frame by frame, on the
+//! batch AES-GCM and ChaCha20-Poly1305 kernels where built), and the nodes must agree, frame by frame, on the
 //! lengths of what each port sent, on the packets held for a neighbour, and at the end on
 //! every drop counter (not on the bytes: sealing with AES-CBC draws IVs at random). This is
 //! the one target whose ESP arrives in fragments and is reassembled before the crypto.

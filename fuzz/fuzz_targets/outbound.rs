@@ -4,7 +4,7 @@
 //!
 //! The frame goes through the tables on each crypto back-end
 //! ([`espgw_fuzz::tables_each_backend`]: aws-lc-rs, and intel-ipsec-mb with espgw's batch
-//! AES-GCM kernels where built), and both must agree on the outcome's shape: frames of the
+//! AES-GCM and ChaCha20-Poly1305 kernels where built), and both must agree on the outcome's shape: frames of the
 //! same lengths leave on the same ports, and the same packets are dropped for the same
 //! reasons (the bytes differ: sealing draws IVs at random).
 #![no_main]

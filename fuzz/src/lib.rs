@@ -1,8 +1,9 @@
 //! Shared set-up for the fuzz targets: one gateway configuration with tunnel (IPv4 and
 //! IPv6), transport, ESN and UDP-encapsulated SAs in both directions; AES-GCM with 16- and
-//! 12-byte ICVs, and AES-CBC with HMAC-SHA-256 (inbound transport); AH with HMAC-SHA1-96
-//! (transport, both directions, alone and around ESP in a bundle) and with AES-GMAC (IPv6
-//! tunnel, inbound).
+//! 12-byte ICVs, AES-CBC with HMAC-SHA-256 (transport) and ChaCha20-Poly1305 (IPv4
+//! tunnel, ESN inbound: the batch kernel's two AAD lengths, 8 bytes out and 12 in); AH with
+//! HMAC-SHA1-96 (transport, both directions, alone and around ESP in a bundle) and with
+//! AES-GMAC (IPv6 tunnel, inbound).
 use std::sync::{Arc, OnceLock};
 
 use espgw_core::neighbour::NeighbourCache;
@@ -71,6 +72,16 @@ integrity_key = "0x000102030405060708090a0b0c0d0e0f01020304"
 esn = true
 
 [[sa]]
+direction = "in"
+spi = 0x800
+mode = "ipv4-tunnel"
+local = "192.0.2.2"
+remote = "192.0.2.1"
+aead = "chacha20-poly1305"
+key = "0x202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f07000000"
+esn = true
+
+[[sa]]
 direction = "out"
 spi = 0x600
 mode = "transport"
@@ -96,6 +107,15 @@ remote = "2001:db8:2::1"
 aead = "aes-128-gcm"
 key = "0x000102030405060708090a0b0c0d0e0f01020304"
 udp_encap = true
+
+[[sa]]
+direction = "out"
+spi = 0x800
+mode = "ipv4-tunnel"
+local = "192.0.2.2"
+remote = "192.0.2.1"
+aead = "chacha20-poly1305"
+key = "0x404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f0b000000"
 
 [[sa]]
 direction = "out"
@@ -148,11 +168,27 @@ sa = 0x300
 ah_sa = 0x600
 
 [[policy]]
+direction = "in"
+src = "198.19.0.0/16"
+dst = "0.0.0.0/0"
+priority = 5
+action = "protect"
+sa = 0x800
+
+[[policy]]
 direction = "out"
 src = "198.51.100.0/24"
 dst = "0.0.0.0/0"
 action = "protect"
 sa = 0x500
+
+[[policy]]
+direction = "out"
+src = "198.51.100.0/24"
+dst = "198.19.0.0/16"
+priority = 5
+action = "protect"
+sa = 0x800
 
 [[policy]]
 direction = "out"
@@ -205,8 +241,8 @@ pub fn tables() -> Arc<Tables> {
 /// The same tables once on each crypto back-end this build and CPU have, built once per
 /// process: the portable aws-lc-rs one first, then, where espgw was built with
 /// intel-ipsec-mb and the CPU runs it, the gateway's default (`default_provider`: the
-/// library's C shim and espgw's batch AES-GCM kernels), so that hostile packets reach the
-/// C code the gateway runs too. Fed the same inputs in the same order, the sets' SA state
+/// library's C shim and espgw's batch AES-GCM and ChaCha20-Poly1305 kernels), so that
+/// hostile packets reach the C code the gateway runs too. Fed the same inputs in the same order, the sets' SA state
 /// evolves alike.
 pub fn tables_each_backend() -> Vec<Arc<Tables>> {
     static T: OnceLock<Vec<Arc<Tables>>> = OnceLock::new();
@@ -483,23 +519,29 @@ mod tests {
                 })
                 .collect();
             node.receive(port, &mut pkts, Instant::now(), &mut tx);
-            node.counters().clone()
+            // The SPI of the first ESP-in-IPv4 frame sent on the unprotected port.
+            let spi = tx.queue(1).first().and_then(|p| {
+                let d = p.data();
+                (d.get(23) == Some(&50)).then(|| u32::from_be_bytes(d[34..38].try_into().unwrap()))
+            });
+            (node.counters().clone(), spi)
         };
         for name in [
             "esp-v4-tunnel-gcm",
             "esp-v6-udp-esn-gcm",
             "esp-transport-cbc-sha256",
+            "esp-v4-tunnel-esn-chacha",
         ] {
             for fixed in ["", "-fixed"] {
                 let data = std::fs::read(format!("{seeds}/inbound/{name}{fixed}")).unwrap();
-                let c = run(1, frames(&data, 8));
+                let (c, _) = run(1, frames(&data, 8));
                 assert_eq!(c.decrypted, 3, "{name}{fixed}");
             }
         }
         // AH alone: authenticated and passed on (no ESP to decrypt), nothing dropped for
         // its ICV or its policy.
         let data = std::fs::read(format!("{seeds}/inbound/ah-transport-sha1")).unwrap();
-        let c = run(1, frames(&data, 8));
+        let (c, _) = run(1, frames(&data, 8));
         assert_eq!(c.rx_packets, 3);
         for r in [
             espgw_core::DropReason::AuthFailed,
@@ -508,11 +550,19 @@ mod tests {
         ] {
             assert_eq!(c.drops[r as usize], 0, "{r:?}");
         }
-        for name in ["udp-transport-gcm", "icmp-bundle", "v6-tunnel-udp"] {
+        for name in [
+            "udp-transport-gcm",
+            "icmp-bundle",
+            "v6-tunnel-udp",
+            "udp-tunnel-chacha",
+        ] {
             let data = std::fs::read(format!("{seeds}/outbound/{name}")).unwrap();
-            let c = run(0, vec![data[1..].to_vec()]);
+            let (c, _) = run(0, vec![data[1..].to_vec()]);
             assert_eq!(c.encrypted, 1, "{name}");
         }
+        // 198.19.0.0/16 goes to the ChaCha20-Poly1305 tunnel, not the catch-all transport SA.
+        let data = std::fs::read(format!("{seeds}/outbound/udp-tunnel-chacha")).unwrap();
+        assert_eq!(run(0, vec![data[1..].to_vec()]).1, Some(0x800));
     }
 
     #[test]

@@ -154,7 +154,8 @@ def main():
     write("host", "arp-ping-nd-ttl-fragment", joined(hosts, b"\x00"))
     # The node: south (port 0) frames, then north (port 1) ESP, the clock moving 100 ms.
     south = [without_sep(lambda j: plain_out(j, "udp")), hosts[0], hosts[1]]
-    north = [without_sep(lambda j: esp_v4_tunnel(j)), without_sep(lambda j: ah_transport_tcp(j))]
+    north = [without_sep(lambda j: esp_v4_tunnel(j)), without_sep(lambda j: ah_transport_tcp(j)),
+             without_sep(lambda j: esp_v4_tunnel_esn_chacha(j))]
     node = [bytes([0b100]) + f for f in south] + [bytes([0b101]) + f for f in north]
     write("node", "south-then-north", joined(node))
     print("seeds written under", os.path.join(HERE, "seeds"))

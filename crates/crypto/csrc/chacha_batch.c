@@ -1,6 +1,6 @@
 /*
  * ChaCha20-Poly1305 (RFC 8439 §2.8; ESP as RFC 7634), a burst's packets at once (espgw's
- * own multi-buffer kernel, AVX-512).
+ * own multi-buffer kernel, AVX-512, or AVX2 on a CPU without it).
  *
  * Why: intel-ipsec-mb 1.3 runs ChaCha20-Poly1305 one packet per job, and a short packet
  * costs nearly what a long one does: in a C harness (bursts of 64 seals, TSC ticks a
@@ -14,7 +14,9 @@
  *     lane each block): first the Poly1305 one-time keys (counter 0) of sixteen packets a
  *     pass, then the texts' blocks (counters 1, 2, ...) sixteen at a time, the lanes of a
  *     pass taken by consecutive blocks of consecutive packets, so no lane waits for a
- *     longer packet;
+ *     longer packet (on a CPU with AVX2 but not AVX-512, the same pass as two of eight
+ *     lanes in 256-bit registers: in the pipeline 1.3-1.4x the library at 64-byte frames,
+ *     level at 200, where the library ran its AVX-512 code);
  *   - Poly1305 runs eight packets at once in AVX-512 IFMA (52-bit multiply-add; radix
  *     2^44, one packet a 64-bit lane), or, on a CPU without IFMA, in 64-bit arithmetic
  *     (radix 2^64), two packets interleaved.
@@ -34,7 +36,8 @@
  * branch on a secret. The keystream, the one-time keys and the Poly1305 state are wiped
  * before returning. Proven against RFC 8439's vectors (src/chacha_batch.rs, both
  * Poly1305s), RFC 7634's ESP example, intel-ipsec-mb and aws-lc-rs (tests/esp_kat.rs,
- * tests/chacha_batch.rs), which run on this path by default where the CPU has AVX-512.
+ * tests/chacha_batch.rs), which run on this path by default where the CPU has AVX-512 or
+ * AVX2 (and src/chacha_batch.rs runs each narrower path on a CPU with the wider one).
  */
 #define _GNU_SOURCE /* explicit_bzero */
 #include <immintrin.h>
@@ -68,10 +71,22 @@ static inline void put_le64(uint8_t *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
-int espgw_chacha_batch_supported(void)
+/* The widest ChaCha20 this CPU runs, asked once (see ifma_supported on the race). */
+int espgw_chacha_batch_isa(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    static int cached = -1;
+    int known = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (known < 0) {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+            known = ESPGW_CHACHA_ISA_AVX512;
+        else if (__builtin_cpu_supports("avx2"))
+            known = ESPGW_CHACHA_ISA_AVX2;
+        else
+            known = 0;
+        __atomic_store_n(&cached, known, __ATOMIC_RELAXED);
+    }
+    return known;
 }
 
 /* One pass: the block counter and nonce of each lane. Lanes not in use compute a block
@@ -177,10 +192,145 @@ TARGET static inline void xor_block(uint8_t *p, uint32_t n, const uint8_t ks[64]
     _mm512_mask_storeu_epi8(p, m, v);
 }
 
+/* XORs lane j's keystream block into the `bytes[j]` bytes at `where[j]`, for the first
+ * `used` lanes. */
+TARGET static void xor_lanes512(uint8_t *const where[LANES], const uint32_t bytes[LANES],
+                                uint8_t ks[LANES][64], unsigned used)
+{
+    for (unsigned j = 0; j < used; j++)
+        xor_block(where[j], bytes[j], ks[j]);
+}
+
+/*
+ * The same on a CPU with AVX2 but not AVX-512 (AMD Zen 2 and 3, Intel's E-cores), where
+ * intel-ipsec-mb's one-packet-per-job ChaCha20-Poly1305 runs its AVX2 code: eight lanes
+ * a register, a pass of sixteen blocks done as two of eight (the second only when more
+ * than eight lanes are in use). Rotations by 16 and 8 are byte shuffles; by 12 and 7,
+ * two shifts.
+ */
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define ROTL8X(v, n) _mm256_or_si256(_mm256_slli_epi32((v), (n)), _mm256_srli_epi32((v), 32 - (n)))
+#define QR8(a, b, c, d)                                                                  \
+    do {                                                                                 \
+        x[a] = _mm256_add_epi32(x[a], x[b]);                                             \
+        x[d] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d], x[a]), rot16);                 \
+        x[c] = _mm256_add_epi32(x[c], x[d]);                                             \
+        x[b] = ROTL8X(_mm256_xor_si256(x[b], x[c]), 12);                                 \
+        x[a] = _mm256_add_epi32(x[a], x[b]);                                             \
+        x[d] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d], x[a]), rot8);                  \
+        x[c] = _mm256_add_epi32(x[c], x[d]);                                             \
+        x[b] = ROTL8X(_mm256_xor_si256(x[b], x[c]), 7);                                  \
+    } while (0)
+
+/* Eight ChaCha20 blocks, lanes `first` to `first + 7` of `l`, into out[0..8]. As in
+ * chacha_blocks, the words are then transposed: within each 128-bit half h, register
+ * q[4g + k] holds words 4g..4g+3 of block 4h + k; the halves are then paired up. */
+TARGET_AVX2 static void chacha_blocks8(const uint32_t key[8], const struct lanes *l,
+                                       unsigned first, uint8_t out[8][64])
+{
+    static const uint32_t sigma[4] = { 0x61707865, 0x3320646e, 0x79622d32, 0x6b206574 };
+    const __m256i rot16 = _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2,
+                                          13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2);
+    const __m256i rot8 = _mm256_set_epi8(14, 13, 12, 15, 10, 9, 8, 11, 6, 5, 4, 7, 2, 1, 0, 3,
+                                         14, 13, 12, 15, 10, 9, 8, 11, 6, 5, 4, 7, 2, 1, 0, 3);
+    __m256i x[16], in[16];
+
+    for (int w = 0; w < 4; w++)
+        in[w] = _mm256_set1_epi32((int)sigma[w]);
+    for (int w = 0; w < 8; w++)
+        in[4 + w] = _mm256_set1_epi32((int)key[w]);
+    in[12] = _mm256_loadu_si256((const __m256i *)(l->counter + first));
+    for (int w = 0; w < 3; w++)
+        in[13 + w] = _mm256_loadu_si256((const __m256i *)(l->nonce[w] + first));
+    for (int w = 0; w < 16; w++)
+        x[w] = in[w];
+    for (int r = 0; r < 10; r++) {
+        QR8(0, 4, 8, 12);
+        QR8(1, 5, 9, 13);
+        QR8(2, 6, 10, 14);
+        QR8(3, 7, 11, 15);
+        QR8(0, 5, 10, 15);
+        QR8(1, 6, 11, 12);
+        QR8(2, 7, 8, 13);
+        QR8(3, 4, 9, 14);
+    }
+    for (int w = 0; w < 16; w++)
+        x[w] = _mm256_add_epi32(x[w], in[w]);
+
+    __m256i t[16], q[16];
+    for (int p = 0; p < 16; p += 4) {
+        t[p] = _mm256_unpacklo_epi32(x[p], x[p + 1]);
+        t[p + 1] = _mm256_unpackhi_epi32(x[p], x[p + 1]);
+        t[p + 2] = _mm256_unpacklo_epi32(x[p + 2], x[p + 3]);
+        t[p + 3] = _mm256_unpackhi_epi32(x[p + 2], x[p + 3]);
+        q[p] = _mm256_unpacklo_epi64(t[p], t[p + 2]);
+        q[p + 1] = _mm256_unpackhi_epi64(t[p], t[p + 2]);
+        q[p + 2] = _mm256_unpacklo_epi64(t[p + 1], t[p + 3]);
+        q[p + 3] = _mm256_unpackhi_epi64(t[p + 1], t[p + 3]);
+    }
+    /* Block 4h + k: half h of q[k], q[4 + k] (words 0-7), then of q[8 + k], q[12 + k]. */
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_si256((__m256i *)out[k], _mm256_permute2x128_si256(q[k], q[4 + k], 0x20));
+        _mm256_storeu_si256((__m256i *)(out[k] + 32),
+                            _mm256_permute2x128_si256(q[8 + k], q[12 + k], 0x20));
+        _mm256_storeu_si256((__m256i *)out[4 + k],
+                            _mm256_permute2x128_si256(q[k], q[4 + k], 0x31));
+        _mm256_storeu_si256((__m256i *)(out[4 + k] + 32),
+                            _mm256_permute2x128_si256(q[8 + k], q[12 + k], 0x31));
+    }
+}
+
+/* The blocks of the first `used` lanes of `l` into ks[0..used], in AVX-512 or AVX2. */
+static void blocks(const uint32_t key[8], const struct lanes *l, uint8_t ks[LANES][64],
+                   unsigned used, int avx512)
+{
+    if (avx512) {
+        chacha_blocks(key, l, ks);
+        return;
+    }
+    chacha_blocks8(key, l, 0, ks);
+    if (used > 8)
+        chacha_blocks8(key, l, 8, ks + 8);
+}
+
+/* XORs keystream block `ks` into the `n` (0-64) bytes at `p`: whole 32-byte halves in
+ * AVX2, the rest eight bytes, then one, at a time (the lengths are not secret). */
+TARGET_AVX2 static void xor_lanes_avx2(uint8_t *const where[LANES], const uint32_t bytes[LANES],
+                                       uint8_t ks[LANES][64], unsigned used)
+{
+    for (unsigned j = 0; j < used; j++) {
+        uint8_t *p = where[j];
+        uint32_t n = bytes[j], i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(p + i));
+            v = _mm256_xor_si256(v, _mm256_loadu_si256((const __m256i *)(ks[j] + i)));
+            _mm256_storeu_si256((__m256i *)(p + i), v);
+        }
+        for (; i + 8 <= n; i += 8) {
+            uint64_t a, b;
+            memcpy(&a, p + i, 8);
+            memcpy(&b, ks[j] + i, 8);
+            a ^= b;
+            memcpy(p + i, &a, 8);
+        }
+        for (; i < n; i++)
+            p[i] ^= ks[j][i];
+    }
+}
+
+static void xor_lanes(uint8_t *const where[LANES], const uint32_t bytes[LANES],
+                      uint8_t ks[LANES][64], unsigned used, int avx512)
+{
+    if (avx512)
+        xor_lanes512(where, bytes, ks, used);
+    else
+        xor_lanes_avx2(where, bytes, ks, used);
+}
+
 /* Encrypts or decrypts (the same) the texts of the ops whose `run[i]` is set: counter 1
  * onwards, the blocks of all of them sixteen to a pass. */
-TARGET static void crypt_texts(const uint32_t key[8], struct espgw_chacha_op *ops,
-                               const uint8_t *run, uint32_t n, uint8_t ks[LANES][64])
+static void crypt_texts(const uint32_t key[8], struct espgw_chacha_op *ops, const uint8_t *run,
+                        uint32_t n, uint8_t ks[LANES][64], int avx512)
 {
     struct lanes l;
     uint8_t *where[LANES];
@@ -196,17 +346,15 @@ TARGET static void crypt_texts(const uint32_t key[8], struct espgw_chacha_op *op
             where[used] = ops[i].text + off;
             bytes[used] = ops[i].len - off < 64 ? ops[i].len - off : 64;
             if (++used == LANES) {
-                chacha_blocks(key, &l, ks);
-                for (unsigned j = 0; j < LANES; j++)
-                    xor_block(where[j], bytes[j], ks[j]);
+                blocks(key, &l, ks, LANES, avx512);
+                xor_lanes(where, bytes, ks, LANES, avx512);
                 used = 0;
             }
         }
     }
     if (used > 0) {
-        chacha_blocks(key, &l, ks);
-        for (unsigned j = 0; j < used; j++)
-            xor_block(where[j], bytes[j], ks[j]);
+        blocks(key, &l, ks, used, avx512);
+        xor_lanes(where, bytes, ks, used, avx512);
     }
 }
 
@@ -558,7 +706,9 @@ TARGET_IFMA static void aead_tags_ifma8(const uint8_t (*otk)[32], struct espgw_c
 
 uint32_t espgw_chacha_batch_text_max(void)
 {
-    return ifma_supported() ? ESPGW_CHACHA_BATCH_TEXT_MAX : ESPGW_CHACHA_BATCH_SCALAR_TEXT_MAX;
+    /* IFMA's Poly1305 runs only beside AVX-512's ChaCha20 (espgw_chacha_batch_using). */
+    int ifma = espgw_chacha_batch_isa() == ESPGW_CHACHA_ISA_AVX512 && ifma_supported();
+    return ifma ? ESPGW_CHACHA_BATCH_TEXT_MAX : ESPGW_CHACHA_BATCH_SCALAR_TEXT_MAX;
 }
 
 /* The tags of `n` ops: eight at a time in IFMA where `ifma` says so, else in 64-bit
@@ -595,8 +745,8 @@ static inline int32_t tags_equal(const uint8_t a[16], const uint8_t b[16])
 
 /* Up to CHUNK ops: one-time keys, then (sealing) encryption and tags, or (opening) tags,
  * the comparison and decryption of the authentic texts. */
-TARGET static void chunk(const uint32_t key[8], int encrypt, struct espgw_chacha_op *ops,
-                         uint32_t n, int ifma)
+static void chunk(const uint32_t key[8], int encrypt, struct espgw_chacha_op *ops, uint32_t n,
+                  int avx512, int ifma)
 {
     uint8_t ks[LANES][64] __attribute__((aligned(64)));
     uint8_t otk[CHUNK][32];
@@ -608,13 +758,13 @@ TARGET static void chunk(const uint32_t key[8], int encrypt, struct espgw_chacha
         uint32_t m = n - base < LANES ? n - base : LANES;
         for (uint32_t j = 0; j < m; j++)
             lane_set(&l, j, 0, ops[base + j].nonce);
-        chacha_blocks(key, &l, ks);
+        blocks(key, &l, ks, m, avx512);
         for (uint32_t j = 0; j < m; j++)
             memcpy(otk[base + j], ks[j], 32);
     }
     if (encrypt) {
         memset(run, 1, n);
-        crypt_texts(key, ops, run, n, ks);
+        crypt_texts(key, ops, run, n, ks, avx512);
         aead_tags_best((const uint8_t(*)[32])otk, ops, n, ifma);
     } else {
         aead_tags_best((const uint8_t(*)[32])otk, ops, n, ifma);
@@ -622,26 +772,28 @@ TARGET static void chunk(const uint32_t key[8], int encrypt, struct espgw_chacha
             ops[i].authentic = tags_equal(ops[i].tag, ops[i].icv);
             run[i] = (uint8_t)ops[i].authentic;
         }
-        crypt_texts(key, ops, run, n, ks);
+        crypt_texts(key, ops, run, n, ks, avx512);
     }
     explicit_bzero(ks, sizeof ks);
     explicit_bzero(otk, sizeof otk);
 }
 
 void espgw_chacha_batch_using(const uint8_t *key, int encrypt, struct espgw_chacha_op *ops,
-                              uint32_t n, int ifma)
+                              uint32_t n, int allow)
 {
     uint32_t k[8];
+    int avx512 = (allow & ESPGW_CHACHA_USE_AVX512) && espgw_chacha_batch_isa() == ESPGW_CHACHA_ISA_AVX512;
+    int ifma = avx512 && (allow & ESPGW_CHACHA_USE_IFMA) && ifma_supported();
 
     for (int w = 0; w < 8; w++)
         k[w] = le32(key + 4 * w);
     for (uint32_t done = 0; done < n; done += CHUNK)
-        chunk(k, encrypt, ops + done, n - done < CHUNK ? n - done : CHUNK, ifma && ifma_supported());
+        chunk(k, encrypt, ops + done, n - done < CHUNK ? n - done : CHUNK, avx512, ifma);
     explicit_bzero(k, sizeof k);
 }
 
 void espgw_chacha_batch(const uint8_t *key, int encrypt, struct espgw_chacha_op *ops,
                         uint32_t n)
 {
-    espgw_chacha_batch_using(key, encrypt, ops, n, 1);
+    espgw_chacha_batch_using(key, encrypt, ops, n, ESPGW_CHACHA_USE_AVX512 | ESPGW_CHACHA_USE_IFMA);
 }

@@ -28,8 +28,11 @@ struct espgw_chacha_op {
                               decrypted, 0 when it did not (the text left as it came) */
 };
 
-/* Whether this CPU runs the kernel (AVX-512 F and BW). */
-int espgw_chacha_batch_supported(void);
+/* The widest ChaCha20 this CPU runs the kernel with: ESPGW_CHACHA_ISA_AVX512 (AVX-512 F
+ * and BW: sixteen blocks a register), ESPGW_CHACHA_ISA_AVX2 (eight), or 0 (no kernel). */
+#define ESPGW_CHACHA_ISA_AVX2 1
+#define ESPGW_CHACHA_ISA_AVX512 2
+int espgw_chacha_batch_isa(void);
 /* The longest text the kernel takes on this CPU: ESPGW_CHACHA_BATCH_TEXT_MAX with AVX-512
  * IFMA, ESPGW_CHACHA_BATCH_SCALAR_TEXT_MAX without. */
 uint32_t espgw_chacha_batch_text_max(void);
@@ -39,10 +42,13 @@ uint32_t espgw_chacha_batch_text_max(void);
  * with the received one in constant time and decrypts only the authentic texts. */
 void espgw_chacha_batch(const uint8_t *key, int encrypt, struct espgw_chacha_op *ops,
                         uint32_t n);
-/* The same, its Poly1305 in IFMA only where `ifma` is set and the CPU has it: the tests
- * hold the 64-bit Poly1305 of CPUs without IFMA to the same bytes on one with it. The
- * caller keeps each text within ESPGW_CHACHA_BATCH_TEXT_MAX. */
+/* The same with only the instructions `allow` names, where the CPU has them too: the
+ * tests hold the AVX2 ChaCha20 and the 64-bit Poly1305 of CPUs without AVX-512 or IFMA to
+ * the same bytes on one with them (IFMA is used only with AVX-512). The caller keeps each
+ * text within ESPGW_CHACHA_BATCH_TEXT_MAX. */
+#define ESPGW_CHACHA_USE_IFMA 1
+#define ESPGW_CHACHA_USE_AVX512 2
 void espgw_chacha_batch_using(const uint8_t *key, int encrypt, struct espgw_chacha_op *ops,
-                              uint32_t n, int ifma);
+                              uint32_t n, int allow);
 
 #endif

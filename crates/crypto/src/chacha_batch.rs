@@ -1,11 +1,11 @@
 //! espgw's own ChaCha20-Poly1305, a burst's packets at once (`csrc/chacha_batch.c`:
-//! sixteen ChaCha20 blocks a pass in AVX-512 lanes, whichever packets they belong to, and
-//! Poly1305 eight packets at once in AVX-512 IFMA, or two interleaved in 64-bit
-//! arithmetic on a CPU without IFMA). intel-ipsec-mb 1.3 runs this AEAD one packet per
+//! sixteen ChaCha20 blocks a pass in AVX-512 lanes, whichever packets they belong to, or
+//! two passes of eight in AVX2 on a CPU without AVX-512; Poly1305 eight packets at once in
+//! AVX-512 IFMA, or two interleaved in 64-bit arithmetic on a CPU without IFMA). intel-ipsec-mb 1.3 runs this AEAD one packet per
 //! job, at about the same cost for 48 bytes as for 400; the shim (`csrc/ipsec_mb_shim.c`,
 //! `chacha_chunk`) sends a burst's texts of up to 1,024 bytes here (256 without IFMA) and
 //! the rest to the library. The kernel is used by the default provider (`MbApi::Batch`)
-//! where the CPU has AVX-512 F and BW.
+//! where the CPU has AVX-512 F and BW, or AVX2.
 //!
 //! What the shim relies on, tested here at the kernel's own interface: opening
 //! authenticates before it decrypts (a forged packet's text is left as it came, its
@@ -31,21 +31,56 @@ struct RawChachaOp {
 }
 
 extern "C" {
-    fn espgw_chacha_batch_supported() -> c_int;
+    fn espgw_chacha_batch_isa() -> c_int;
     #[cfg_attr(not(test), allow(dead_code))]
     fn espgw_chacha_batch_using(
         key: *const u8,
         encrypt: c_int,
         ops: *mut RawChachaOp,
         n: u32,
-        ifma: c_int,
+        allow: c_int,
     );
 }
 
-/// Whether this CPU runs the kernel (AVX-512 F and BW).
+/// `ESPGW_CHACHA_USE_IFMA` and `ESPGW_CHACHA_USE_AVX512` (`csrc/chacha_batch.h`): what
+/// the kernel may use where the CPU has it too.
+#[cfg_attr(not(test), allow(dead_code))]
+const USE_IFMA: c_int = 1;
+#[cfg_attr(not(test), allow(dead_code))]
+const USE_AVX512: c_int = 2;
+
+/// The instructions the kernel runs its ChaCha20 with on this CPU, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX2: eight blocks a register (`ESPGW_CHACHA_ISA_AVX2`).
+    Avx2,
+    /// AVX-512 F and BW: sixteen (`ESPGW_CHACHA_ISA_AVX512`).
+    Avx512,
+}
+
+impl Isa {
+    /// As the provider's name shows it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+}
+
+/// Whether, and with what, this CPU runs the kernel.
+pub(crate) fn isa() -> Option<Isa> {
+    // SAFETY: reads CPUID only (once; the answer is cached).
+    match unsafe { espgw_chacha_batch_isa() } {
+        2 => Some(Isa::Avx512),
+        1 => Some(Isa::Avx2),
+        _ => None,
+    }
+}
+
+/// Whether this CPU runs the kernel (AVX-512 F and BW, or AVX2).
 pub(crate) fn supported() -> bool {
-    // SAFETY: reads CPUID only.
-    unsafe { espgw_chacha_batch_supported() != 0 }
+    isa().is_some()
 }
 
 #[cfg(test)]
@@ -73,9 +108,14 @@ mod tests {
         }
     }
 
-    /// Runs the kernel over `packets` (AAD of 8 bytes), its Poly1305 in IFMA where `ifma`
-    /// says so and the CPU has it, and records each verdict.
-    fn run(key: &[u8; 32], encrypt: bool, ifma: bool, packets: &mut [Packet]) {
+    /// The instruction sets to try, as `espgw_chacha_batch_using` takes them: all the CPU
+    /// has (AVX-512 with IFMA here), AVX-512 with the 64-bit Poly1305, and AVX2 with it
+    /// (what a CPU without AVX-512 runs).
+    const ALLOWS: [c_int; 3] = [USE_AVX512 | USE_IFMA, USE_AVX512, 0];
+
+    /// Runs the kernel over `packets` (AAD of 8 bytes) with what `allow` permits and the
+    /// CPU has, and records each verdict.
+    fn run(key: &[u8; 32], encrypt: bool, allow: c_int, packets: &mut [Packet]) {
         let mut ops: Vec<RawChachaOp> = packets
             .iter_mut()
             .map(|p| RawChachaOp {
@@ -99,7 +139,7 @@ mod tests {
                 c_int::from(encrypt),
                 ops.as_mut_ptr(),
                 ops.len() as u32,
-                c_int::from(ifma),
+                allow,
             )
         };
         for (p, op) in packets.iter_mut().zip(&ops) {
@@ -109,20 +149,20 @@ mod tests {
 
     /// Sealed by the kernel, the texts and tags are aws-lc-rs's; opened with one forged
     /// tag (and one forged text) in the burst, those two stay ciphertext and say so, and
-    /// the others decrypt to the plaintext. Both Poly1305s: IFMA's (where the CPU has it)
-    /// and the 64-bit one.
+    /// the others decrypt to the plaintext. Every instruction set the CPU has: AVX-512 with
+    /// IFMA's Poly1305 or the 64-bit one, AVX2 with the 64-bit one.
     #[test]
     fn opening_authenticates_before_decrypting() {
         if !supported() {
-            eprintln!("no AVX-512 here: the kernel is not used");
+            eprintln!("no AVX2 here: the kernel is not used");
             return;
         }
-        for ifma in [true, false] {
-            seal_and_open(ifma);
+        for allow in ALLOWS {
+            seal_and_open(allow);
         }
     }
 
-    fn seal_and_open(ifma: bool) {
+    fn seal_and_open(allow: c_int) {
         use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
         let key = [0x42u8; 32];
         let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
@@ -133,7 +173,7 @@ mod tests {
             .map(|i| packet(lens[i % lens.len()], i as u8))
             .collect();
         let plain: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
-        run(&key, true, ifma, &mut packets);
+        run(&key, true, allow, &mut packets);
         for (p, clear) in packets.iter().zip(&plain) {
             let mut want = clear.clone();
             let tag = lc
@@ -143,11 +183,11 @@ mod tests {
                     &mut want,
                 )
                 .unwrap();
-            assert_eq!(p.text, want, "{} bytes, ifma {ifma}", clear.len());
+            assert_eq!(p.text, want, "{} bytes, allow {allow}", clear.len());
             assert_eq!(
                 &p.tag[..],
                 tag.as_ref(),
-                "{} bytes, ifma {ifma}",
+                "{} bytes, allow {allow}",
                 clear.len()
             );
         }
@@ -157,7 +197,7 @@ mod tests {
         packets[3].icv[15] ^= 1;
         packets[8].text[0] ^= 1;
         let sealed: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
-        run(&key, false, ifma, &mut packets);
+        run(&key, false, allow, &mut packets);
         for (i, p) in packets.iter().enumerate() {
             if i == 3 || i == 8 {
                 assert_eq!(p.authentic, 0, "packet {i}");
@@ -166,6 +206,58 @@ mod tests {
                 assert_eq!(p.authentic, 1, "packet {i}");
                 assert_eq!(p.text, plain[i], "packet {i}");
             }
+        }
+    }
+
+    /// Every text length from 0 to 1,024 bytes in one burst (so every tail of a block),
+    /// then bursts of every size from 1 to 48 of one-block texts (so every count of lanes
+    /// a pass ends with, for the one-time keys and for the texts), sealed to aws-lc-rs's
+    /// bytes and opened again, with each instruction set the CPU has.
+    #[test]
+    fn every_length_and_burst_size_with_every_instruction_set() {
+        if !supported() {
+            return;
+        }
+        for allow in ALLOWS {
+            seal_open_agree(
+                allow,
+                (0..=1024).map(|len| packet(len, len as u8)).collect(),
+            );
+            for n in 1..=48u8 {
+                seal_open_agree(allow, (0..n).map(|i| packet(64, i ^ n)).collect());
+            }
+        }
+    }
+
+    /// Seals `packets` with the kernel, checks each against aws-lc-rs's seal, opens them
+    /// and checks that each comes back authentic and whole.
+    fn seal_open_agree(allow: c_int, mut packets: Vec<Packet>) {
+        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+        let key = [0x5au8; 32];
+        let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
+        let plain: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
+        run(&key, true, allow, &mut packets);
+        for (i, (p, clear)) in packets.iter_mut().zip(&plain).enumerate() {
+            let mut want = clear.clone();
+            let tag = lc
+                .seal_in_place_separate_tag(
+                    Nonce::assume_unique_for_key(p.nonce),
+                    Aad::from(&p.aad[..8]),
+                    &mut want,
+                )
+                .unwrap();
+            let at = format!(
+                "packet {i} of {}, {} bytes, allow {allow}",
+                plain.len(),
+                clear.len()
+            );
+            assert_eq!(p.text, want, "{at}");
+            assert_eq!(&p.tag[..], tag.as_ref(), "{at}");
+            p.icv = p.tag;
+        }
+        run(&key, false, allow, &mut packets);
+        for (p, clear) in packets.iter().zip(&plain) {
+            assert_eq!((p.authentic, &p.text), (1, clear), "allow {allow}");
         }
     }
 
@@ -182,7 +274,7 @@ mod tests {
         nonce: &[u8],
         aad: &[u8],
         text: &[u8],
-        ifma: bool,
+        allow: c_int,
     ) -> (Vec<u8>, Vec<u8>) {
         let mut ct = text.to_vec();
         let mut tag = [0u8; 16];
@@ -200,13 +292,13 @@ mod tests {
         // SAFETY: the op points at `ct` (its length), `aad` (its length, at most 16), the
         // 12-byte nonce and the 16-byte `tag` (read as the ICV only when opening); the key
         // has 32 bytes; the CPU runs the kernel (checked by the caller).
-        unsafe { espgw_chacha_batch_using(key.as_ptr(), 1, &mut op, 1, c_int::from(ifma)) };
+        unsafe { espgw_chacha_batch_using(key.as_ptr(), 1, &mut op, 1, allow) };
         (ct, tag.to_vec())
     }
 
     /// RFC 8439 §2.8.2's AEAD example (12 bytes of AAD, 114 of text), and Wycheproof's
-    /// case 2 (no AAD, no text: the tag over the lengths block alone), through both
-    /// Poly1305s.
+    /// case 2 (no AAD, no text: the tag over the lengths block alone), with every
+    /// instruction set the CPU has.
     #[test]
     fn rfc8439_vectors() {
         if !supported() {
@@ -230,12 +322,12 @@ mod tests {
                 "76acb342cf3166a5b63c0c0ea1383c8d",
             ),
         ];
-        for ifma in [true, false] {
+        for allow in ALLOWS {
             for (key, nonce, aad, text, ct, tag) in cases {
                 let (got_ct, got_tag) =
-                    seal_one(&unhex(key), &unhex(nonce), &unhex(aad), &unhex(text), ifma);
-                assert_eq!(got_ct, unhex(ct), "ifma {ifma}");
-                assert_eq!(got_tag, unhex(tag), "ifma {ifma}");
+                    seal_one(&unhex(key), &unhex(nonce), &unhex(aad), &unhex(text), allow);
+                assert_eq!(got_ct, unhex(ct), "allow {allow}");
+                assert_eq!(got_tag, unhex(tag), "allow {allow}");
             }
         }
     }

@@ -356,8 +356,8 @@ mod imp {
                     if let Some(kernel) = GcmBatchKey::kernel() {
                         name += &format!(" + batch AES-GCM/{kernel}");
                     }
-                    if crate::chacha_batch::supported() {
-                        name += " + batch ChaCha20-Poly1305/avx512";
+                    if let Some(isa) = crate::chacha_batch::isa() {
+                        name += &format!(" + batch ChaCha20-Poly1305/{}", isa.name());
                     }
                     name
                 }

@@ -163,37 +163,14 @@ mod tests {
     }
 
     fn seal_and_open(allow: c_int) {
-        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
         let key = [0x42u8; 32];
-        let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
         let lens = [
             0usize, 1, 15, 16, 17, 48, 63, 64, 65, 100, 128, 200, 256, 300, 1000, 1024,
         ];
         let mut packets: Vec<Packet> = (0..20)
             .map(|i| packet(lens[i % lens.len()], i as u8))
             .collect();
-        let plain: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
-        run(&key, true, allow, &mut packets);
-        for (p, clear) in packets.iter().zip(&plain) {
-            let mut want = clear.clone();
-            let tag = lc
-                .seal_in_place_separate_tag(
-                    Nonce::assume_unique_for_key(p.nonce),
-                    Aad::from(&p.aad[..8]),
-                    &mut want,
-                )
-                .unwrap();
-            assert_eq!(p.text, want, "{} bytes, allow {allow}", clear.len());
-            assert_eq!(
-                &p.tag[..],
-                tag.as_ref(),
-                "{} bytes, allow {allow}",
-                clear.len()
-            );
-        }
-        for p in packets.iter_mut() {
-            p.icv = p.tag;
-        }
+        let plain = seal_as_aws_lc(&key, allow, &mut packets);
         packets[3].icv[15] ^= 1;
         packets[8].text[0] ^= 1;
         let sealed: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
@@ -232,11 +209,22 @@ mod tests {
     /// Seals `packets` with the kernel, checks each against aws-lc-rs's seal, opens them
     /// and checks that each comes back authentic and whole.
     fn seal_open_agree(allow: c_int, mut packets: Vec<Packet>) {
-        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
         let key = [0x5au8; 32];
-        let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
+        let plain = seal_as_aws_lc(&key, allow, &mut packets);
+        run(&key, false, allow, &mut packets);
+        for (p, clear) in packets.iter().zip(&plain) {
+            assert_eq!((p.authentic, &p.text), (1, clear), "allow {allow}");
+        }
+    }
+
+    /// Seals `packets` with the kernel and checks each text and tag against aws-lc-rs's
+    /// seal of the same plaintext; each packet's ICV is then its tag, ready to open.
+    /// Returns the plaintexts.
+    fn seal_as_aws_lc(key: &[u8; 32], allow: c_int, packets: &mut [Packet]) -> Vec<Vec<u8>> {
+        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
+        let lc = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, key).unwrap());
         let plain: Vec<Vec<u8>> = packets.iter().map(|p| p.text.clone()).collect();
-        run(&key, true, allow, &mut packets);
+        run(key, true, allow, packets);
         for (i, (p, clear)) in packets.iter_mut().zip(&plain).enumerate() {
             let mut want = clear.clone();
             let tag = lc
@@ -255,10 +243,7 @@ mod tests {
             assert_eq!(&p.tag[..], tag.as_ref(), "{at}");
             p.icv = p.tag;
         }
-        run(&key, false, allow, &mut packets);
-        for (p, clear) in packets.iter().zip(&plain) {
-            assert_eq!((p.authentic, &p.text), (1, clear), "allow {allow}");
-        }
+        plain
     }
 
     fn unhex(s: &str) -> Vec<u8> {

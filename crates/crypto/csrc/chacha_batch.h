@@ -37,9 +37,11 @@ int espgw_chacha_batch_isa(void);
  * IFMA, ESPGW_CHACHA_BATCH_SCALAR_TEXT_MAX without. */
 uint32_t espgw_chacha_batch_text_max(void);
 
-/* Seals (`encrypt`) or opens the `n` ops with the 32-byte `key`. Sealing encrypts each
- * text and writes its tag; opening computes each tag over the ciphertext, compares it
- * with the received one in constant time and decrypts only the authentic texts. */
+/* Seals (`encrypt`) or opens the `n` ops with the 32-byte `key`, on a CPU where
+ * espgw_chacha_batch_isa() is nonzero (both entry points: the narrowest path is AVX2's).
+ * Sealing encrypts each text and writes its tag; opening computes each tag over the
+ * ciphertext, compares it with the received one in constant time and decrypts only the
+ * authentic texts. */
 void espgw_chacha_batch(const uint8_t *key, int encrypt, struct espgw_chacha_op *ops,
                         uint32_t n);
 /* The same with only the instructions `allow` names, where the CPU has them too: the

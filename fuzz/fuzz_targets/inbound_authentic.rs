@@ -5,9 +5,9 @@
 //!
 //! Sealed and opened on each crypto back-end ([`espgw_fuzz::tables_each_backend`]:
 //! aws-lc-rs, and intel-ipsec-mb with espgw's batch AES-GCM and ChaCha20-Poly1305 kernels
-//! where built), the
-//! packet must come out the same on both: the same verdict and the same bytes (for the
-//! AES-CBC SA, whose IV is drawn at random, the bytes of a forwarded packet only).
+//! where built), the packet must come out the same on both: the same verdict and the same
+//! bytes (for the AES-CBC SA, whose IV is drawn at random, the bytes of a forwarded packet
+//! only).
 #![no_main]
 use std::sync::Arc;
 

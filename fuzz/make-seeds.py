@@ -21,6 +21,7 @@ import sys
 
 from scapy.all import (ARP, ICMP, IP, TCP, UDP, Ether, ICMPv6EchoRequest,
                        ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr, IPv6, Raw, raw)
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from scapy.layers.ipsec import AH, ESP, SecurityAssociation
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,6 +36,7 @@ CBC256 = bytes(range(16)) * 2
 SHA256 = bytes.fromhex("0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a090807060504030201000")
 SHA1 = bytes.fromhex("0102030405060708090a0b0c0d0e0f1011121314")
 CHACHA_IN = bytes(range(0x20, 0x40)) + bytes([7, 0, 0, 0])
+GMAC256_IN = bytes(range(0x60, 0x80)) + bytes([0x0d, 0, 0, 0])
 
 
 def without_sep(make):
@@ -76,6 +78,21 @@ def esp_v4_tunnel_esn_chacha(i):
     # From 198.19.0.0/16, whose traffic the inbound policies give to SA 0x800.
     pkt = sa.encrypt(inner_udp(i, src="198.19.0.5"), seq_num=1 + i, iv=(1 + i).to_bytes(8, "big"))
     return Ether(src=MAC_PEER, dst=MAC_GW) / pkt
+
+
+def esp_v4_tunnel_esn_gmac(i):
+    """ESP AES-256-GMAC with ESN (SA 0x900) as RFC 4543 builds it, through pyca (scapy 2.5
+    has no ESP GMAC): the ICV is GCM's tag over SPI || high || low || IV || payload with an
+    empty text (the high half 0, the SA's window at the start)."""
+    seq = 1 + i
+    iv = seq.to_bytes(8, "big")
+    # From 198.18.128.0/17, whose traffic the inbound policies give to SA 0x900.
+    payload = raw(inner_udp(i, src="198.18.128.5"))
+    pad = (-(len(payload) + 2)) % 4
+    text = payload + bytes(range(1, pad + 1)) + bytes([pad, 4])
+    spi, hi, lo = (0x900).to_bytes(4, "big"), (seq >> 32).to_bytes(4, "big"), (seq & 0xFFFFFFFF).to_bytes(4, "big")
+    icv = AESGCM(GMAC256_IN[:32]).encrypt(GMAC256_IN[32:] + iv, b"", spi + hi + lo + iv + text)
+    return Ether(src=MAC_PEER, dst=MAC_GW) / IP(src="192.0.2.1", dst="192.0.2.2", proto=50) / Raw(spi + lo + iv + text + icv)
 
 
 def esp_transport_cbc(i):
@@ -133,6 +150,7 @@ def main():
         "esp-v6-udp-esn-gcm": lambda i: esp_v6_udp_esn(i),
         "esp-transport-cbc-sha256": lambda i: esp_transport_cbc(i),
         "esp-v4-tunnel-esn-chacha": lambda i: esp_v4_tunnel_esn_chacha(i),
+        "esp-v4-tunnel-esn-gmac": lambda i: esp_v4_tunnel_esn_gmac(i),
         "ah-transport-sha1": lambda i: ah_transport_tcp(i),
     }
     for name, make in esp.items():

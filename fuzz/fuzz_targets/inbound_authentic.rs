@@ -20,7 +20,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The inbound ESP SAs of the fuzz configuration a packet is sealed for, chosen by the
 /// input's first byte.
-const INBOUND_SPIS: [u32; 4] = [0x100, 0x200, 0x300, 0x800];
+const INBOUND_SPIS: [u32; 5] = [0x100, 0x200, 0x300, 0x800, 0x900];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&shape, text)) = data.split_first() else {
@@ -42,7 +42,8 @@ fn seal_and_open(
     text: &[u8],
 ) -> Option<(Verdict, Option<Vec<u8>>)> {
     // 0x100 (IPv4 tunnel, AES-GCM), 0x200 (IPv6 tunnel, ESN, UDP, AES-GCM), 0x300
-    // (transport over IPv4, AES-CBC+HMAC), 0x800 (IPv4 tunnel, ESN, ChaCha20-Poly1305).
+    // (transport over IPv4, AES-CBC+HMAC), 0x800 (IPv4 tunnel, ESN, ChaCha20-Poly1305),
+    // 0x900 (IPv4 tunnel, ESN, AES-256-GMAC).
     let spi = INBOUND_SPIS[usize::from(shape) % INBOUND_SPIS.len()];
     let sa = tables
         .sas

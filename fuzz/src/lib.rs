@@ -1,9 +1,10 @@
 //! Shared set-up for the fuzz targets: one gateway configuration with tunnel (IPv4 and
 //! IPv6), transport, ESN and UDP-encapsulated SAs in both directions; AES-GCM with 16- and
 //! 12-byte ICVs, AES-CBC with HMAC-SHA-256 (transport) and ChaCha20-Poly1305 (IPv4
-//! tunnel, ESN inbound: the batch kernel's two AAD lengths, 8 bytes out and 12 in); AH with
-//! HMAC-SHA1-96 (transport, both directions, alone and around ESP in a bundle) and with
-//! AES-GMAC (IPv6 tunnel, inbound).
+//! tunnel, ESN inbound: the batch kernel's two AAD lengths, 8 bytes out and 12 in); ESP
+//! AES-GMAC with ESN (IPv4 tunnel, inbound: the shim's gathered AAD); AH with HMAC-SHA1-96
+//! (transport, both directions, alone and around ESP in a bundle) and with AES-GMAC (IPv6
+//! tunnel, inbound).
 use std::sync::{Arc, OnceLock};
 
 use espgw_core::neighbour::NeighbourCache;
@@ -79,6 +80,16 @@ local = "192.0.2.2"
 remote = "192.0.2.1"
 aead = "chacha20-poly1305"
 key = "0x202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f07000000"
+esn = true
+
+[[sa]]
+direction = "in"
+spi = 0x900
+mode = "ipv4-tunnel"
+local = "192.0.2.2"
+remote = "192.0.2.1"
+aead = "aes-256-gmac"
+key = "0x606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f0d000000"
 esn = true
 
 [[sa]]
@@ -174,6 +185,14 @@ dst = "0.0.0.0/0"
 priority = 5
 action = "protect"
 sa = 0x800
+
+[[policy]]
+direction = "in"
+src = "198.18.128.0/17"
+dst = "0.0.0.0/0"
+priority = 5
+action = "protect"
+sa = 0x900
 
 [[policy]]
 direction = "out"
@@ -531,6 +550,7 @@ mod tests {
             "esp-v6-udp-esn-gcm",
             "esp-transport-cbc-sha256",
             "esp-v4-tunnel-esn-chacha",
+            "esp-v4-tunnel-esn-gmac",
         ] {
             for fixed in ["", "-fixed"] {
                 let data = std::fs::read(format!("{seeds}/inbound/{name}{fixed}")).unwrap();

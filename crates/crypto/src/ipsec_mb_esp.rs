@@ -1,7 +1,7 @@
 //! Multi-buffer ESP transforms: every suite intel-ipsec-mb runs besides AES-GCM (which
 //! goes through [`crate::ipsec_mb`]'s AEAD interface) — AES-CBC, AES-CTR or NULL with
 //! HMAC-SHA1-96, HMAC-SHA-256/384/512, HMAC-MD5-96 or AES-XCBC-MAC-96; AES-CCM with
-//! 128- and 256-bit keys; ChaCha20-Poly1305; AES-GMAC without ESN.
+//! 128- and 256-bit keys; ChaCha20-Poly1305; AES-GMAC.
 //!
 //! A burst of one SA's packets goes to the library's job API together, so that its
 //! multi-buffer code hashes and ciphers several packets at once in SIMD lanes, where the
@@ -17,10 +17,11 @@
 //! AES-GMAC goes not through jobs but one call a packet through the library's direct GCM
 //! API (an empty text), or, where the CPU runs espgw's 256-bit batch kernel, through that
 //! kernel's GMAC passes (`csrc/gcm_batch_avx2.c`: ICVs over up to 128 bytes four at a
-//! time, longer ones one at a time; `espgw_gmac_direct` in the shim choosing).
+//! time, longer ones one at a time; `espgw_gmac_direct` in the shim choosing). With ESN,
+//! whose AAD has the sequence number's high half in its middle, the library's incremental
+//! GMAC takes the sixteen bytes put together and the rest of the packet where it lies.
 //!
-//! Suites the library lacks (3DES-CBC, NULL/NULL) and AES-GMAC with ESN stay on the
-//! portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and
+//! Suites the library lacks (3DES-CBC, NULL/NULL) stay on the portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and
 //! counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
 //!
 //! AH's ICVs go through the same hash-only jobs ([`multi_buffer_ah`]): an AH MAC is the
@@ -113,7 +114,7 @@ mod imp {
     const _: () = assert!(std::mem::size_of::<RawOp>() == 200);
 
     /// One AES-GMAC op as `espgw_gmac_direct` takes it: the shim's `struct espgw_aead_op`
-    /// (whose size `gcm_batch.h` asserts) with the covered bytes as its text and no AAD.
+    /// (whose size `gcm_batch.h` asserts) with the covered bytes as its text.
     #[repr(C)]
     struct RawGmacOp {
         /// Everything the ICV covers (read, never written).
@@ -123,9 +124,10 @@ mod imp {
         tag: *mut u8,
         /// The nonce: salt || the packet's IV.
         iv: [u8; 12],
-        /// The op's AAD: never used (all that AES-GMAC covers is GCM's AAD, `covered`).
-        unused_aad: [u8; 12],
-        unused_aad_len: u32,
+        /// With ESN (the call's `esn`), the sequence number's high half (big-endian) in
+        /// the first four bytes, which the shim hashes after the SPI; otherwise unused.
+        esn_high: [u8; 12],
+        esn_high_len: u32,
         tag_len: u32,
         /// [`GMAC_PENDING`] when handed over, [`GMAC_DONE`] once the tag is written.
         status: i32,
@@ -143,8 +145,8 @@ mod imp {
             covered_len: 0,
             tag: std::ptr::null_mut(),
             iv: [0; 12],
-            unused_aad: [0; 12],
-            unused_aad_len: 0,
+            esn_high: [0; 12],
+            esn_high_len: 0,
             tag_len: 0,
             status: GMAC_PENDING,
         };
@@ -167,6 +169,7 @@ mod imp {
             batch_key: *const u8,
             kd: *const u8,
             key_bytes: u32,
+            esn: u32,
             ops: *mut RawGmacOp,
             n: u32,
         );
@@ -263,7 +266,7 @@ mod imp {
 
     /// The shim's cipher and hash for `suite`, or `None` where the library has no
     /// multi-buffer path for it.
-    fn library_ids(suite: Suite, esn: bool) -> Option<(i32, i32)> {
+    fn library_ids(suite: Suite) -> Option<(i32, i32)> {
         let hash = match suite.integ {
             Integrity::HmacSha1_96 => H_SHA1,
             Integrity::HmacSha256_128 => H_SHA256,
@@ -287,9 +290,8 @@ mod imp {
             Encryption::AesCcm { key_len, .. } if key_len != 24 => Some((C_CCM, H_CCM)),
             Encryption::ChaCha20Poly1305 => Some((C_CHACHA, H_CHACHA)),
             // With ESN GMAC's AAD has the high sequence bits inside it (SPI || high || low
-            // || IV || payload): not one range of the packet, so the portable transform
-            // gathers it.
-            Encryption::AesGmac { key_len } if !esn => {
+            // || IV || payload): the shim puts its first block together (`gmac_esn`).
+            Encryption::AesGmac { key_len } => {
                 Some((C_NULL, H_GMAC128 + (key_len as i32 - 16) / 8))
             }
             _ => None,
@@ -316,7 +318,7 @@ mod imp {
                     .map(|k| Arc::new(k) as Arc<dyn EspKey>),
             );
         }
-        let (cipher, hash) = library_ids(suite, esn)?;
+        let (cipher, hash) = library_ids(suite)?;
         Some(
             build_mb(suite, cipher, hash, enc_key, auth_key, esn, batch)
                 .map(|k| Arc::new(k) as Arc<dyn EspKey>),
@@ -454,7 +456,7 @@ mod imp {
                 key,
             ),
         };
-        let (cipher, hash) = library_ids(suite, false)?;
+        let (cipher, hash) = library_ids(suite)?;
         Some(
             build_mb(suite, cipher, hash, enc_key, auth_key, false, batch)
                 .map(|esp| Box::new(MbAh { esp }) as Box<dyn AhBurst>),
@@ -838,7 +840,10 @@ mod imp {
         /// AES-GMAC over `items`, a chunk at a time: `fill(item, op, scratch_tag)` writes
         /// an item's record (what the ICV covers, the nonce, where its tag goes: its ICV
         /// bytes or `scratch_tag`) or returns false for an item too short to run; then
-        /// `done(i, item, tag)` gets every item that ran, with its scratch tag.
+        /// `done(i, item, tag)` gets every item that ran, with its scratch tag. With
+        /// `self.esn` (ESP's SAs only: AH's transform is built without, the data plane
+        /// appending AH's high bits to the covered bytes) every record carries its high
+        /// sequence bits.
         fn gmac_run<T>(
             &self,
             items: &mut [T],
@@ -885,6 +890,7 @@ mod imp {
                                 batch_key,
                                 key.as_ptr(),
                                 key_len as u32,
+                                u32::from(self.esn),
                                 raw.as_mut_ptr(),
                                 used as u32,
                             )
@@ -918,9 +924,10 @@ mod imp {
         }
 
         /// An ESP packet's AES-GMAC record: the ICV covers SPI, sequence number, IV,
-        /// payload and trailer (RFC 4543 §3.3), which stay in the clear; the tag goes to
-        /// the ICV bytes (`tag` null) or to `tag`.
-        fn gmac_esp_op(&self, esp: &mut [u8], r: &mut RawGmacOp, tag: *mut u8) -> bool {
+        /// payload and trailer (RFC 4543 §3.3), which stay in the clear, and with ESN the
+        /// high half of `seq` after the SPI; the tag goes to the ICV bytes (`tag` null) or
+        /// to `tag`.
+        fn gmac_esp_op(&self, esp: &mut [u8], seq: u64, r: &mut RawGmacOp, tag: *mut u8) -> bool {
             let icv = self.suite.icv_len();
             if esp.len() < self.min_len() {
                 return false;
@@ -937,6 +944,12 @@ mod imp {
                 tag
             };
             r.tag_len = icv as u32;
+            if self.esn {
+                r.esn_high[..4].copy_from_slice(&((seq >> 32) as u32).to_be_bytes());
+                r.esn_high_len = 4;
+            } else {
+                r.esn_high_len = 0;
+            }
             true
         }
 
@@ -950,7 +963,7 @@ mod imp {
                         op.esp[ESP_HEADER_LEN..ESP_HEADER_LEN + 8]
                             .copy_from_slice(&op.seq.to_be_bytes());
                     }
-                    self.gmac_esp_op(op.esp, r, std::ptr::null_mut())
+                    self.gmac_esp_op(op.esp, op.seq, r, std::ptr::null_mut())
                 },
                 |_, _, _| {},
             );
@@ -966,7 +979,7 @@ mod imp {
             let n = ops.len().min(ok.len());
             self.gmac_run(
                 &mut ops[..n],
-                |op, r, scratch| self.gmac_esp_op(op.esp, r, scratch),
+                |op, r, scratch| self.gmac_esp_op(op.esp, op.seq, r, scratch),
                 |i, op, tag| ok[i] = ct_eq(&tag[..icv], &op.esp[op.esp.len() - icv..]),
             );
             for (op, ok) in ops.iter_mut().zip(ok.iter()) {

@@ -33,12 +33,14 @@ fn rate(secs: f64, mut go: impl FnMut() -> u64) -> f64 {
 }
 
 /// Raw rate of `suite` on packets whose inner packets are `inner_lens` bytes: ESP packets
-/// sealed a burst of `burst` at a time through `provider`'s transform, or AH ICVs over
-/// the packet, a burst at a time through `provider`'s AH key.
+/// sealed a burst of `burst` at a time through `provider`'s transform (with ESN when
+/// `esn`, sequence numbers from 2^32), or AH ICVs over the packet, a burst at a time
+/// through `provider`'s AH key (ESN or not, the same ICV over four more bytes).
 pub(super) fn raw_suite(
     provider: &dyn CryptoProvider,
     proto: SaProto,
     suite: Suite,
+    esn: bool,
     inner_lens: &[usize],
     burst: usize,
     secs: f64,
@@ -51,7 +53,7 @@ pub(super) fn raw_suite(
                 suite,
                 &key_of(suite.enc.key_material_len()),
                 &key_of(suite.integ.key_len()),
-                false,
+                esn,
             )
             .map_err(|e| e.to_string())?;
             let block = suite.enc.block_len();
@@ -62,7 +64,7 @@ pub(super) fn raw_suite(
                     vec![0x5a; 8 + suite.iv_len() + text + suite.icv_len()]
                 })
                 .collect();
-            let mut seq = 0u64;
+            let mut seq = if esn { 1 << 32 } else { 0 };
             let r = rate(secs, || {
                 for chunk in bufs.chunks_mut(burst) {
                     let mut ops: Vec<EspOp<'_>> = chunk

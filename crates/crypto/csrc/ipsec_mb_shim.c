@@ -903,6 +903,22 @@ static void gmac_whole(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_b
     op->status = ESPGW_OP_DONE;
 }
 
+/* The library's incremental GMAC for a key of `key_bytes`. */
+struct gmac_steps {
+    aes_gmac_init_t init;
+    aes_gmac_update_t update;
+    aes_gmac_finalize_t finalize;
+};
+
+static struct gmac_steps gmac_steps(IMB_MGR *m, uint32_t key_bytes)
+{
+    switch (key_bytes) {
+    case 16: return (struct gmac_steps){m->gmac128_init, m->gmac128_update, m->gmac128_finalize};
+    case 24: return (struct gmac_steps){m->gmac192_init, m->gmac192_update, m->gmac192_finalize};
+    default: return (struct gmac_steps){m->gmac256_init, m->gmac256_update, m->gmac256_finalize};
+    }
+}
+
 /* The longest ESN packet whose AAD gmac_esn gathers on the stack. */
 #define GMAC_ESN_GATHER_MAX 2048
 
@@ -930,26 +946,11 @@ static void gmac_esn(IMB_MGR *m, const struct gcm_key_data *kd, uint32_t key_byt
         return;
     }
     memcpy(aad + 8, op->text + 4, 8);
-    switch (key_bytes) {
-    case 16:
-        IMB_AES128_GMAC_INIT(m, kd, ctx, op->iv, 12);
-        IMB_AES128_GMAC_UPDATE(m, kd, ctx, aad, 16);
-        IMB_AES128_GMAC_UPDATE(m, kd, ctx, op->text + 12, op->len - 12);
-        IMB_AES128_GMAC_FINALIZE(m, kd, ctx, op->tag, op->tag_len);
-        break;
-    case 24:
-        IMB_AES192_GMAC_INIT(m, kd, ctx, op->iv, 12);
-        IMB_AES192_GMAC_UPDATE(m, kd, ctx, aad, 16);
-        IMB_AES192_GMAC_UPDATE(m, kd, ctx, op->text + 12, op->len - 12);
-        IMB_AES192_GMAC_FINALIZE(m, kd, ctx, op->tag, op->tag_len);
-        break;
-    default:
-        IMB_AES256_GMAC_INIT(m, kd, ctx, op->iv, 12);
-        IMB_AES256_GMAC_UPDATE(m, kd, ctx, aad, 16);
-        IMB_AES256_GMAC_UPDATE(m, kd, ctx, op->text + 12, op->len - 12);
-        IMB_AES256_GMAC_FINALIZE(m, kd, ctx, op->tag, op->tag_len);
-        break;
-    }
+    struct gmac_steps g = gmac_steps(m, key_bytes);
+    g.init(kd, ctx, op->iv, 12);
+    g.update(kd, ctx, aad, 16);
+    g.update(kd, ctx, op->text + 12, op->len - 12);
+    g.finalize(kd, ctx, op->tag, op->tag_len);
     op->status = ESPGW_OP_DONE;
 }
 

@@ -18,11 +18,12 @@
 //! API (an empty text), or, where the CPU runs espgw's 256-bit batch kernel, through that
 //! kernel's GMAC passes (`csrc/gcm_batch_avx2.c`: ICVs over up to 128 bytes four at a
 //! time, longer ones one at a time; `espgw_gmac_direct` in the shim choosing). With ESN,
-//! whose AAD has the sequence number's high half in its middle, the library's incremental
-//! GMAC takes the sixteen bytes put together and the rest of the packet where it lies.
+//! whose AAD has the sequence number's high half in its middle, the shim gathers the AAD
+//! on the stack for the same one call (`gmac_esn`; past 2,048 bytes the library's
+//! incremental GMAC), never the batch kernel.
 //!
-//! Suites the library lacks (3DES-CBC, NULL/NULL) stay on the portable transforms. AES-192-CCM, which it lacks too, is built from its AES-192 CBC and
-//! counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
+//! Suites the library lacks (3DES-CBC, NULL/NULL) stay on the portable transforms.
+//! AES-192-CCM, which it lacks too, is built from its AES-192 CBC and counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
 //!
 //! AH's ICVs go through the same hash-only jobs ([`multi_buffer_ah`]): an AH MAC is the
 //! MAC of ESP with NULL encryption, AH's AES-GMAC that of ESP's AES-GMAC, each over the
@@ -290,7 +291,7 @@ mod imp {
             Encryption::AesCcm { key_len, .. } if key_len != 24 => Some((C_CCM, H_CCM)),
             Encryption::ChaCha20Poly1305 => Some((C_CHACHA, H_CHACHA)),
             // With ESN GMAC's AAD has the high sequence bits inside it (SPI || high || low
-            // || IV || payload): the shim puts its first block together (`gmac_esn`).
+            // || IV || payload): the shim gathers it (`gmac_esn`).
             Encryption::AesGmac { key_len } => {
                 Some((C_NULL, H_GMAC128 + (key_len as i32 - 16) / 8))
             }

@@ -23,7 +23,8 @@
 //! incremental GMAC), never the batch kernel.
 //!
 //! Suites the library lacks (3DES-CBC, NULL/NULL) stay on the portable transforms.
-//! AES-192-CCM, which it lacks too, is built from its AES-192 CBC and counter mode ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
+//! AES-192-CCM, which it lacks too, is built from its AES-192 CBC and counter mode
+//! ([`AesCipherOnly`], `crate::ipsec_mb_ccm`).
 //!
 //! AH's ICVs go through the same hash-only jobs ([`multi_buffer_ah`]): an AH MAC is the
 //! MAC of ESP with NULL encryption, AH's AES-GMAC that of ESP's AES-GMAC, each over the

@@ -7,6 +7,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/ipsec_mb_shim.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch_avx2.c");
+    println!("cargo:rerun-if-changed=csrc/gcm_batch_aesni.c");
     println!("cargo:rerun-if-changed=csrc/gcm_batch.h");
     println!("cargo:rerun-if-changed=csrc/chacha_batch.c");
     println!("cargo:rerun-if-changed=csrc/chacha_batch.h");
@@ -30,6 +31,7 @@ fn main() {
         .file("csrc/ipsec_mb_shim.c")
         .file("csrc/gcm_batch.c")
         .file("csrc/gcm_batch_avx2.c")
+        .file("csrc/gcm_batch_aesni.c")
         .file("csrc/chacha_batch.c")
         .opt_level(3)
         .warnings(true);

@@ -131,16 +131,33 @@ TARGET static __m128i aes_block(const struct round_keys *rk, __m128i b)
     return _mm_aesenclast_si128(b, _mm512_castsi512_si128(rk->k[rk->rounds]));
 }
 
-int espgw_gcm_batch_supported(void)
+/* Whether this CPU can run `kernel` (one of ESPGW_GCM_BATCH_*). */
+int espgw_gcm_batch_runs(int kernel)
 {
     __builtin_cpu_init();
-    int vector_aes = __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
-                     __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul");
-    if (vector_aes && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+    int aes_ni = __builtin_cpu_supports("aes") && __builtin_cpu_supports("pclmul");
+    int vector_aes = aes_ni && __builtin_cpu_supports("vaes") &&
+                     __builtin_cpu_supports("vpclmulqdq");
+    int avx2 = __builtin_cpu_supports("avx2");
+    switch (kernel) {
+    case ESPGW_GCM_BATCH_AVX512:
+        return vector_aes && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    case ESPGW_GCM_BATCH_AVX2: return vector_aes && avx2;
+    case ESPGW_GCM_BATCH_AESNI: return aes_ni && avx2;
+    default: return 0;
+    }
+}
+
+int espgw_gcm_batch_supported(void)
+{
+    /* The widest the CPU runs. */
+    if (espgw_gcm_batch_runs(ESPGW_GCM_BATCH_AVX512))
         return ESPGW_GCM_BATCH_AVX512;
-    if (vector_aes && __builtin_cpu_supports("avx2"))
+    if (espgw_gcm_batch_runs(ESPGW_GCM_BATCH_AVX2))
         return ESPGW_GCM_BATCH_AVX2;
+    if (espgw_gcm_batch_runs(ESPGW_GCM_BATCH_AESNI))
+        return ESPGW_GCM_BATCH_AESNI;
     return 0;
 }
 
@@ -158,19 +175,26 @@ TARGET static void batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, 
     explicit_bzero(&rk, sizeof(rk));
 }
 
-int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out)
+int espgw_gcm_batch_key_for(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out,
+                            int kernel)
 {
-    int kernel = espgw_gcm_batch_supported();
-    if (!kernel || !(key_bytes == 16 || key_bytes == 24 || key_bytes == 32))
+    if (!espgw_gcm_batch_runs(kernel) || !(key_bytes == 16 || key_bytes == 24 || key_bytes == 32))
         return 0;
     memset(out, 0, ESPGW_GCM_BATCH_KEY_SIZE);
     if (kernel == ESPGW_GCM_BATCH_AVX512)
         batch_key(kd, key_bytes, out);
-    else
+    else if (kernel == ESPGW_GCM_BATCH_AVX2)
         espgw_gcm_batch_key_avx2(kd, key_bytes, out);
+    else
+        espgw_gcm_batch_key_aesni(kd, key_bytes, out);
     /* The kernel the data is for, read back by espgw_gcm_batch: no global state. */
     out[ESPGW_GCM_BATCH_KEY_SIZE - 1] = (uint8_t)kernel;
     return 1;
+}
+
+int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out)
+{
+    return espgw_gcm_batch_key_for(kd, key_bytes, out, espgw_gcm_batch_supported());
 }
 
 static inline __mmask64 first_bytes(uint64_t n)
@@ -399,6 +423,8 @@ uint32_t espgw_gcm_batch(const uint8_t *hdesc, const struct gcm_key_data *kd, ui
     switch (hdesc[ESPGW_GCM_BATCH_KEY_SIZE - 1]) {
     case ESPGW_GCM_BATCH_AVX512: return batch_avx512(hdesc, kd, key_bytes, encrypt, ops, n);
     case ESPGW_GCM_BATCH_AVX2: return espgw_gcm_batch_avx2(hdesc, kd, key_bytes, encrypt, ops, n);
+    case ESPGW_GCM_BATCH_AESNI:
+        return espgw_gcm_batch_aesni(hdesc, kd, key_bytes, encrypt, ops, n);
     default: return 0;
     }
 }

@@ -44,16 +44,28 @@ _Static_assert(sizeof(struct espgw_aead_op) == 64, "espgw_aead_op layout");
 
 /* Which batch kernel this CPU runs: ESPGW_GCM_BATCH_AVX512 (AVX-512 F/BW/VL, VAES,
  * VPCLMULQDQ: gcm_batch.c), ESPGW_GCM_BATCH_AVX2 (AVX2, VAES, VPCLMULQDQ without AVX-512:
- * gcm_batch_avx2.c), or 0 (none: the library alone). */
+ * gcm_batch_avx2.c), ESPGW_GCM_BATCH_AESNI (AVX2, AES-NI, PCLMULQDQ: gcm_batch_aesni.c), or
+ * 0 (none: the library alone). */
 #define ESPGW_GCM_BATCH_AVX512 1
 #define ESPGW_GCM_BATCH_AVX2 2
+/* A 128-bit kernel for AVX2 CPUs with AES-NI and PCLMULQDQ but no VAES (AMD Zen 1 and 2,
+ * Intel Haswell to Cascade Lake): gcm_batch_aesni.c, two packets at a time, texts of up to
+ * ESPGW_GCM_AESNI_TEXT_MAX bytes (longer ones are left for the library); no AES-GMAC pass. */
+#define ESPGW_GCM_BATCH_AESNI 3
+#define ESPGW_GCM_AESNI_TEXT_MAX 64
 int espgw_gcm_batch_supported(void);
+/* Whether this CPU runs `kernel` (one of the above): espgw_gcm_batch_supported gives the
+ * widest; the tests run each one the CPU allows. */
+int espgw_gcm_batch_runs(int kernel);
 /* Writes the batch data of the key in `kd` (expanded by the library) to `out`
  * (ESPGW_GCM_BATCH_KEY_SIZE bytes: the powers of H, and in its last byte the kernel they
  * are for); returns 0, writing nothing, where the CPU lacks the instructions. */
 int espgw_gcm_batch_key(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
+/* As espgw_gcm_batch_key, for the kernel named (returns 0 where the CPU cannot run it). */
+int espgw_gcm_batch_key_for(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out,
+                            int kernel);
 /* Seals or opens the ops of `ops` with at most ESPGW_GCM_BATCH_TEXT_MAX bytes of text (on
- * the 256-bit kernel, up to 16 MiB), an AAD of at most 12 bytes and a tag of 1-16 bytes;
+ * the 256-bit kernel, up to 16 MiB; on the 128-bit one, ESPGW_GCM_AESNI_TEXT_MAX), an AAD of at most 12 bytes and a tag of 1-16 bytes;
  * leaves the others untouched. A seal's
  * status becomes ESPGW_OP_DONE (its tag written after its text), an open's
  * ESPGW_OP_AUTHENTIC or ESPGW_OP_FORGED (no tag written anywhere). Returns how many it
@@ -86,6 +98,11 @@ uint32_t espgw_gcm_batch_avx2(const uint8_t *batch_key, const struct gcm_key_dat
                               uint32_t n);
 uint32_t espgw_gmac_batch_avx2(const uint8_t *batch_key, const struct gcm_key_data *kd,
                                uint32_t key_bytes, struct espgw_aead_op *ops, uint32_t n);
+/* gcm_batch_aesni.c's halves of espgw_gcm_batch_key and espgw_gcm_batch. */
+void espgw_gcm_batch_key_aesni(const struct gcm_key_data *kd, uint32_t key_bytes, uint8_t *out);
+uint32_t espgw_gcm_batch_aesni(const uint8_t *batch_key, const struct gcm_key_data *kd,
+                               uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
+                               uint32_t n);
 
 /* One kernel's pass over up to four ops of one group: `rk` is the kernel's own round keys
  * (each kernel lays them out for its register width). */

@@ -166,6 +166,15 @@ mod imp {
     extern "C" {
         fn espgw_gcm_batch_supported() -> c_int;
         fn espgw_gcm_batch_key(kd: *const c_void, key_bytes: u32, out: *mut u8) -> c_int;
+        #[cfg(test)]
+        fn espgw_gcm_batch_runs(kernel: c_int) -> c_int;
+        #[cfg(test)]
+        fn espgw_gcm_batch_key_for(
+            kd: *const c_void,
+            key_bytes: u32,
+            out: *mut u8,
+            kernel: c_int,
+        ) -> c_int;
         fn espgw_gcm_batch(
             batch_key: *const u8,
             kd: *const c_void,
@@ -485,14 +494,49 @@ mod imp {
         }
 
         /// The batch kernel this CPU runs (`ESPGW_GCM_BATCH_*` in `csrc/gcm_batch.h`), if
-        /// any: 512-bit (`csrc/gcm_batch.c`) or 256-bit (`csrc/gcm_batch_avx2.c`).
+        /// any: 512-bit (`csrc/gcm_batch.c`), 256-bit (`csrc/gcm_batch_avx2.c`), or
+        /// 128-bit AES-NI without VAES (`csrc/gcm_batch_aesni.c`).
         fn kernel() -> Option<&'static str> {
             // SAFETY: a pure function of the CPU's feature flags.
-            match unsafe { espgw_gcm_batch_supported() } {
-                1 => Some("avx512"),
-                2 => Some("vaes-avx2"),
-                _ => None,
-            }
+            kernel_name(unsafe { espgw_gcm_batch_supported() })
+        }
+
+        /// The batch data of the key for `kernel` (an `ESPGW_GCM_BATCH_*` id), or `None`
+        /// where this CPU cannot run that kernel: the tests run every kernel the CPU
+        /// allows, not only the widest.
+        #[cfg(test)]
+        pub(crate) fn new_for(data: &GcmKeyData, key_bytes: usize, kernel: c_int) -> Option<Self> {
+            let mut out = GcmBatchKey(Box::new([0; GCM_BATCH_KEY_SIZE]));
+            // SAFETY: as in `new`; `kernel` is checked against the CPU in C.
+            let ok = unsafe {
+                espgw_gcm_batch_key_for(
+                    data.as_ptr().cast(),
+                    key_bytes as u32,
+                    out.0.as_mut_ptr(),
+                    kernel,
+                )
+            };
+            (ok == 1).then_some(out)
+        }
+
+        /// Every kernel this CPU runs: its id and name.
+        #[cfg(test)]
+        pub(crate) fn kernels_here() -> Vec<(c_int, &'static str)> {
+            (1..=3)
+                // SAFETY: a pure function of the CPU's feature flags.
+                .filter(|&k| unsafe { espgw_gcm_batch_runs(k) } == 1)
+                .filter_map(|k| kernel_name(k).map(|n| (k, n)))
+                .collect()
+        }
+    }
+
+    /// The name of an `ESPGW_GCM_BATCH_*` kernel id, as the provider's name gives it.
+    fn kernel_name(id: c_int) -> Option<&'static str> {
+        match id {
+            1 => Some("avx512"),
+            2 => Some("vaes-avx2"),
+            3 => Some("aesni"),
+            _ => None,
         }
     }
 
@@ -796,21 +840,38 @@ mod imp {
         /// against aws-lc-rs as well in `tests/gcm_batch.rs`.)
         #[test]
         fn the_kernel_seals_any_length_as_the_library_does() {
-            let Some(kernel) = GcmBatchKey::kernel() else {
-                eprintln!("no VAES/VPCLMULQDQ here: no batch kernel runs");
+            let kernels = GcmBatchKey::kernels_here();
+            if kernels.is_empty() {
+                eprintln!("no AVX2 with AES-NI here: no batch kernel runs");
                 return;
-            };
+            }
+            assert!(
+                kernels.iter().any(|k| Some(k.1) == GcmBatchKey::kernel()),
+                "the kernel the provider runs is among those tested"
+            );
+            for (id, kernel) in kernels {
+                seals_any_length_as_the_library_does(id, kernel);
+            }
+        }
+
+        /// The longest text a kernel takes; the library runs longer ones.
+        fn kernel_text_max(kernel: &str) -> usize {
+            match kernel {
+                "avx512" => 128,
+                "aesni" => 64,
+                _ => usize::MAX,
+            }
+        }
+
+        /// [`the_kernel_seals_any_length_as_the_library_does`] for one kernel.
+        fn seals_any_length_as_the_library_does(id: c_int, kernel: &str) {
             // The longest text the kernel takes: any on the 256-bit kernel, 128 bytes on
-            // the AVX-512 one.
-            let kernel_max = if kernel == "vaes-avx2" {
-                usize::MAX
-            } else {
-                128
-            };
+            // the AVX-512 one, 64 on the AES-NI one.
+            let kernel_max = kernel_text_max(kernel);
             for key_len in [16usize, 24, 32] {
                 let key: Vec<u8> = (0..key_len as u8).map(|b| b.wrapping_mul(29)).collect();
                 let data = GcmKeyData::precompute(&key).unwrap();
-                let batch = GcmBatchKey::new(&data, key_len).unwrap();
+                let batch = GcmBatchKey::new_for(&data, key_len, id).unwrap();
                 let lens: Vec<usize> = (0..=700)
                     .chain([1023, 1420, 1500, 4099, 9000, 65_000])
                     .collect();
@@ -908,23 +969,27 @@ mod imp {
 
         /// The AVX-512 kernel takes exactly the texts of 0-128 bytes (four-block groups up
         /// to 64, eight-block ones above) and leaves longer ones pending for the library;
-        /// the 256-bit kernel takes every length (longer texts one at a time). What a
+        /// the 256-bit kernel takes every length (longer texts one at a time); the AES-NI
+        /// one texts of 0-64 bytes. Every kernel the CPU runs, each in turn. What a
         /// kernel seals, it opens as authentic, a flipped tag byte is forged and its text
         /// left as it came. (Whether its bytes are right is `tests/gcm_batch.rs`, against
         /// the library and aws-lc-rs.)
         #[test]
         fn the_kernel_takes_the_texts_it_should() {
-            let Some(kernel) = GcmBatchKey::kernel() else {
-                eprintln!("no VAES/VPCLMULQDQ here: no batch kernel runs");
-                return;
-            };
-            let limit = if kernel == "vaes-avx2" { 400 } else { 128 };
-            if GcmBatchKey::kernel().is_none() {
-                eprintln!("no VAES/VPCLMULQDQ here: no batch kernel runs");
-                return;
+            let kernels = GcmBatchKey::kernels_here();
+            if kernels.is_empty() {
+                eprintln!("no AVX2 with AES-NI here: no batch kernel runs");
             }
+            for (id, kernel) in kernels {
+                takes_the_texts_it_should(id, kernel);
+            }
+        }
+
+        /// [`the_kernel_takes_the_texts_it_should`] for one kernel.
+        fn takes_the_texts_it_should(id: c_int, kernel: &str) {
+            let limit = kernel_text_max(kernel).min(400);
             let data = GcmKeyData::precompute(&[0x42; 16]).unwrap();
-            let batch = GcmBatchKey::new(&data, 16).unwrap();
+            let batch = GcmBatchKey::new_for(&data, 16, id).unwrap();
             let lens: Vec<usize> = (0..=400).collect();
             let taken = lens.iter().filter(|&&l| l <= limit).count() as u32;
             let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![l as u8; l + 16]).collect();

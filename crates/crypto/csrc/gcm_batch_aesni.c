@@ -18,6 +18,11 @@
  * On a Zen 1 host (2026-12-04, a loop sealing bursts of 64 alone, the two versions
  * alternated eight times): 5-9 % less time a seal where the last block is partial (36, 52,
  * 60 bytes of text), level where it is whole (48 bytes, a 64-byte frame's text).
+ * Sealing and opening are compiled apart (no branch on the direction in a pass), a seal
+ * writes each block as it is made, and the loops over a packet's blocks are unrolled, so
+ * that the blocks stay in registers (GCC had made the store loop a memcpy call from a copy
+ * on the stack): the same host, 2026-12-04, 3-15 % less time a seal at 16-64 bytes of text
+ * (12 % at 48), 1-6 % an open; the pipeline 1.04-1.05x at 64-byte frames both ways.
  * Texts of up to ESPGW_GCM_AESNI_TEXT_MAX (64) bytes only; longer ones are left pending
  * for the library, whose one-packet code is throughput-bound at those sizes (passes of up
  * to eight blocks were tried the same day: 96-128 bytes took 106-113 ns a seal, the
@@ -52,6 +57,7 @@
 #define CHAINS (BLOCKS + 1)
 /* A packet's GHASH blocks: its AAD, its text, its lengths. */
 #define PMAX (BLOCKS + 2)
+_Static_assert(BLOCKS <= 4, "the loops over a packet's blocks are unrolled four times");
 _Static_assert(2 * PMAX * 16 <= ESPGW_GCM_BATCH_KEY_SIZE - 1, "batch key size");
 
 /* The batch data: H^1 .. H^PMAX byte-reflected, then for each the XOR of its two halves
@@ -200,23 +206,36 @@ TARGET static inline __m128i load_block(const uint8_t *text, uint32_t len, uint3
     return load_partial(text + 16 * b, left);
 }
 
-/* Writes the `k` (1 or more) blocks of `x` as a text of `len` bytes
- * (16 (k - 1) < len <= 16 k), nothing past its end. A partial last block goes out with the end of the block before it
- * as one store ending at the text's last byte. */
+/* Block `b` of the `k` blocks of `x` written to a text of `len` bytes
+ * (16 (k - 1) < len <= 16 k), nothing past its end: whole, or, as the last one and
+ * partial, with the end of the block before it as one store ending at the text's last
+ * byte. Sealing writes each block in the loop that makes it; opening, all of them once
+ * the tag matched (store_text). */
 TARGET static inline __attribute__((always_inline)) void
-store_text(uint8_t *text, uint32_t len, uint32_t k, const __m128i *x)
+store_block(uint8_t *text, uint32_t len, uint32_t k, uint32_t b, const __m128i *x)
 {
     uint32_t last = len - 16 * (k - 1);
-    for (uint32_t b = 0; b + 1 < k; b++)
+    if (b + 1 < k || last == 16)
         _mm_storeu_si128((__m128i *)(text + 16 * b), x[b]);
-    if (last == 16)
-        _mm_storeu_si128((__m128i *)(text + 16 * (k - 1)), x[k - 1]);
-    else if (k >= 2)
+    else if (b >= 1)
         _mm_storeu_si128((__m128i *)(text + len - 16),
-                         _mm_or_si128(shuffle_at(x[k - 2], shift_down, last),
-                                      shuffle_at(x[k - 1], shift_up, last)));
+                         _mm_or_si128(shuffle_at(x[b - 1], shift_down, last),
+                                      shuffle_at(x[b], shift_up, last)));
     else
         store_partial(text, last, x[0]);
+}
+
+/* The `k` (1 to K) blocks of `x` written as a text of `len` bytes. The loops over a
+ * packet's blocks are unrolled up to the constant K (at most 4, asserted above), so that
+ * every index into `x` is a constant and the blocks stay in registers: left to GCC, the
+ * loop over the whole blocks up to `k` became a call to memcpy from a copy of `x` on the
+ * stack, and the GHASH loop of a four-block pass indexed `x` on the stack too. */
+TARGET static inline __attribute__((always_inline)) void
+store_text(uint8_t *text, uint32_t len, uint32_t k, const __m128i *x, const uint32_t K)
+{
+#pragma GCC unroll 4
+    for (uint32_t b = 0; b < K && b < k; b++)
+        store_block(text, len, k, b, x);
 }
 
 /* Up to LANES ops whose texts have at most K blocks (K a constant at each call: only the
@@ -224,7 +243,7 @@ store_text(uint8_t *text, uint32_t len, uint32_t k, const __m128i *x)
  * together, each packet's GHASH, its tag; sealing writes text and tag, opening compares
  * the tag first and writes the text only if it matches. */
 TARGET static inline __attribute__((always_inline)) void
-run_lanes_k(const struct round_keys *rk, const uint8_t *hd, int encrypt,
+run_lanes_k(const struct round_keys *rk, const uint8_t *hd, const int encrypt,
             struct espgw_aead_op *const *o, uint32_t n, const uint32_t K)
 {
     __m128i s[LANES][CHAINS];
@@ -258,6 +277,7 @@ run_lanes_k(const struct round_keys *rk, const uint8_t *hd, int encrypt,
         __m128i lo = _mm_clmulepi64_si128(a, *POWER(hd, m), 0x00);
         __m128i hi = _mm_clmulepi64_si128(a, *POWER(hd, m), 0x11);
         __m128i mid = _mm_clmulepi64_si128(fold(a), *FOLD(hd, m), 0x00);
+#pragma GCC unroll 4
         for (uint32_t b = 0; b < K && b < k; b++) {
             __m128i t = load_block(op->text, len, b);
             x[b] = _mm_xor_si128(t, s[i][b + 1]);
@@ -268,6 +288,8 @@ run_lanes_k(const struct round_keys *rk, const uint8_t *hd, int encrypt,
             lo = _mm_xor_si128(lo, _mm_clmulepi64_si128(c, *POWER(hd, e), 0x00));
             hi = _mm_xor_si128(hi, _mm_clmulepi64_si128(c, *POWER(hd, e), 0x11));
             mid = _mm_xor_si128(mid, _mm_clmulepi64_si128(fold(c), *FOLD(hd, e), 0x00));
+            if (encrypt)
+                store_block(op->text, len, k, b, x);
         }
         /* The lengths block in bits (already in reflected order: the AAD's in the high
          * half), times H^1. */
@@ -289,14 +311,15 @@ run_lanes_k(const struct round_keys *rk, const uint8_t *hd, int encrypt,
             write = _mm_testz_si128(diff, diff);
             op->status = write ? ESPGW_OP_AUTHENTIC : ESPGW_OP_FORGED;
         }
-        if (write && k > 0)
-            store_text(op->text, len, k, x);
+        if (!encrypt && write && k > 0)
+            store_text(op->text, len, k, x, K);
     }
 }
 
 /* run_lanes_k for the longest text of the ops (0 to BLOCKS blocks). */
-TARGET static void run_lanes(const struct round_keys *rk, const uint8_t *hd, int encrypt,
-                             struct espgw_aead_op *const *o, uint32_t n)
+TARGET static inline __attribute__((always_inline)) void
+run_lanes(const struct round_keys *rk, const uint8_t *hd, const int encrypt,
+          struct espgw_aead_op *const *o, uint32_t n)
 {
     uint64_t longest = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -318,6 +341,20 @@ TARGET static void run_lanes(const struct round_keys *rk, const uint8_t *hd, int
     }
 }
 
+/* Sealing and opening compiled apart: each pass's code has no branch on the direction,
+ * and a change to one does not move the other's code. */
+TARGET static void seal_lanes(const struct round_keys *rk, const uint8_t *hd,
+                              struct espgw_aead_op *const *o, uint32_t n)
+{
+    run_lanes(rk, hd, 1, o, n);
+}
+
+TARGET static void open_lanes(const struct round_keys *rk, const uint8_t *hd,
+                              struct espgw_aead_op *const *o, uint32_t n)
+{
+    run_lanes(rk, hd, 0, o, n);
+}
+
 TARGET uint32_t espgw_gcm_batch_aesni(const uint8_t *hd, const struct gcm_key_data *kd,
                                       uint32_t key_bytes, int encrypt, struct espgw_aead_op *ops,
                                       uint32_t n)
@@ -331,13 +368,13 @@ TARGET uint32_t espgw_gcm_batch_aesni(const uint8_t *hd, const struct gcm_key_da
             continue;
         lane[nl++] = &ops[i];
         if (nl == LANES) {
-            run_lanes(&rk, hd, encrypt, lane, LANES);
+            (encrypt ? seal_lanes : open_lanes)(&rk, hd, lane, LANES);
             done += LANES;
             nl = 0;
         }
     }
     if (nl > 0) {
-        run_lanes(&rk, hd, encrypt, lane, nl);
+        (encrypt ? seal_lanes : open_lanes)(&rk, hd, lane, nl);
         done += nl;
     }
     explicit_bzero(&rk, sizeof(rk));

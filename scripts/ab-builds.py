@@ -2,7 +2,7 @@
 """Two espgw-lab builds side by side on one pinned core: `bench dataplane --no-raw`.
 
     python3 scripts/ab-builds.py BASE NEW --rounds 16 --algs aes-128-gcm,chacha20-poly1305 \\
-        --sizes 64,1024 --directions outbound,inbound [--cpu 1] [--seconds 0.3]
+        --sizes 64,1024 --directions outbound,inbound [--cpu 1] [--seconds 0.3] [--flows 1]
 
 Each round runs both builds once, in turn, the order reversed every other round, so that a
 machine drifting during the run weighs on both alike. Per row (suite, frame size, direction)
@@ -52,7 +52,7 @@ def trial(binary, args):
     """One `bench dataplane` run of `binary`: {(suite, size, direction): Mpps}."""
     cmd = ["taskset", "-c", str(args.cpu), binary, "bench", "dataplane", "--no-raw",
            "--seconds", str(args.seconds), "--sizes", args.sizes, "--algs", args.algs,
-           "--directions", args.directions]
+           "--directions", args.directions, "--flows", args.flows]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rows = {}
     for line in out.splitlines():
@@ -74,6 +74,7 @@ def main():
     p.add_argument("--directions", default="outbound,inbound")
     p.add_argument("--seconds", type=float, default=0.3)
     p.add_argument("--cpu", type=int, default=1)
+    p.add_argument("--flows", default="each", help="bench dataplane --flows: each, or a count")
     args = p.parse_args()
     if args.rounds < 1:
         sys.exit("--rounds must be at least 1")

@@ -109,6 +109,12 @@ struct Family {
 /// took 13 ns a packet (perf, `bench dataplane --flows each`, inbound at 64 B).
 const SCAN_MAX: usize = 8;
 
+/// Up to this many rules a family's scan replaces the pipeline's one-entry flow cache:
+/// a rule's test (two masked compares of both addresses, three ranges) is about the
+/// cache's compare of a whole key, and the cache, missed by every packet where each frame
+/// is a flow of its own, also costs its store.
+pub const SHORT_SCAN: usize = 2;
+
 /// One rule as the scan tests it: masked addresses and masks side by side.
 #[derive(Debug, Clone)]
 struct ScanRule {
@@ -120,6 +126,8 @@ struct ScanRule {
     sport: Range<u16>,
     dport: Range<u16>,
     index: u32,
+    /// The rule's action, at hand: the short scan answers with it, not through the rules.
+    action: SpdAction,
 }
 
 impl ScanRule {
@@ -261,6 +269,17 @@ impl Spd {
         Some(scan.iter().find(|r| r.matches(k)).map(|r| r.index as usize))
     }
 
+    /// Where `k`'s family has at most [`SHORT_SCAN`] rules, the action of the best
+    /// matching rule (`Some(None)`: none matches), else `None`. So short a scan costs no
+    /// more than the flow cache's compare of a whole key, and the pipeline runs it in place
+    /// of the cache (see `Pipeline::spd_lookup`).
+    #[inline(always)]
+    pub fn short_scan(&self, k: &FlowKey) -> Option<Option<SpdAction>> {
+        let fam = if k.v4 { &self.v4 } else { &self.v6 };
+        let scan = fam.scan.as_ref().filter(|s| s.len() <= SHORT_SCAN)?;
+        Some(scan.iter().find(|r| r.matches(k)).map(|r| r.action))
+    }
+
     /// The action of the best matching rule.
     pub fn lookup(&self, k: &FlowKey) -> Option<SpdAction> {
         self.lookup_index(k).map(|i| self.rules[i].action)
@@ -312,6 +331,7 @@ fn scan_rules(
                     sport: r.sport,
                     dport: r.dport,
                     index: i as u32,
+                    action: r.action,
                 }
             })
             .collect(),
@@ -408,6 +428,8 @@ mod tests {
             // alone, and what `new` picks for this many.
             let searched = Spd::with_scan_max(rs.clone(), 0);
             let scanned = Spd::with_scan_max(rs.clone(), usize::MAX);
+            // The best few alone: short enough for the scan that replaces the flow cache.
+            let short = Spd::new(rs[..rs.len().min(SHORT_SCAN)].to_vec());
             let spd = Spd::new(rs);
             prop_assert!(searched.v4.scan.is_none() || spd.is_empty());
             prop_assert!(scanned.v4.scan.is_some());
@@ -417,6 +439,12 @@ mod tests {
                 prop_assert_eq!(searched.lookup_index(&k), want);
                 prop_assert_eq!(scanned.lookup_index(&k), want);
                 prop_assert_eq!(spd.lookup_index(&k), want);
+                // Only a family of at most `SHORT_SCAN` rules answers the short scan.
+                let short_enough = spd.len() <= SHORT_SCAN;
+                let want_action = want.map(|i| spd.rules()[i].action);
+                prop_assert_eq!(spd.short_scan(&k), short_enough.then_some(want_action));
+                let short_want = short.lookup_linear(&k).map(|i| short.rules()[i].action);
+                prop_assert_eq!(short.short_scan(&k), Some(short_want));
             }
         }
     }

@@ -236,6 +236,10 @@ impl Pipeline {
     /// slots past the pending packets are left from earlier bursts and never read).
     fn compute_icvs(&mut self, key: &AhKey, pkts: &mut [Packet]) {
         let n = self.ah_pending.len();
+        // The list's allocation is kept between runs (see `recycle`): a fresh one was a
+        // `malloc` and a `free` for every SA of every burst.
+        let mut ops: Vec<AhOp<'_>> = recycle(std::mem::take(&mut self.ah_ops));
+        ops.reserve(n);
         if self.ah_icvs.len() < n {
             self.ah_icvs.resize(n, Icv::NONE);
         }
@@ -244,7 +248,6 @@ impl Pipeline {
         // whole slots each burst (resize) cost 33 instructions per 64-byte packet.
         let icvs = &mut self.ah_icvs[..n];
         icvs.iter_mut().for_each(Icv::clear);
-        let mut ops: Vec<AhOp<'_>> = Vec::with_capacity(n);
         // The pending packets are in burst order.
         let mut pending = self.ah_pending.iter().zip(icvs.iter_mut()).peekable();
         for (k, p) in pkts.iter_mut().enumerate() {
@@ -258,6 +261,7 @@ impl Pipeline {
             });
         }
         key.tag_burst(&mut ops);
+        self.ah_ops = recycle(ops);
     }
 
     /// An authentic AH packet, its window updated: AH removed, then what it carried is ESP

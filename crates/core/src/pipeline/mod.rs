@@ -114,11 +114,13 @@ pub struct Pipeline {
     /// Packets of the last burst too big for their SA's path MTU (verdict `Drop(Mtu)`,
     /// not yet counted, left unencrypted): the node fragments or answers them.
     too_big: Vec<TooBig>,
-    /// AH's burst stage: what each packet's ICV covers, laid out contiguously (zeroed
-    /// mutable fields), and the packets of the SA at hand (see `ah_burst.rs`).
+    /// AH's burst stage: the fronts of the prepared packets as they were (put back after
+    /// the ICVs), the packets of the SA at hand, their ICVs, and the allocation of the
+    /// list of ICV ops, kept between runs as `esp_ops` is (see `ah_burst.rs`).
     ah_text: Vec<u8>,
     ah_pending: Vec<ah_burst::AhPending>,
     ah_icvs: Vec<espgw_crypto::Icv>,
+    ah_ops: Vec<espgw_crypto::AhOp<'static>>,
     /// Whether this burst has packets for the AH stage.
     ah_in_burst: bool,
     /// Trap policies hit since last taken: (reqid, the first packet's selectors).
@@ -182,6 +184,7 @@ impl Pipeline {
             ah_text: Vec::new(),
             ah_pending: Vec::new(),
             ah_icvs: Vec::new(),
+            ah_ops: Vec::new(),
             ah_in_burst: false,
             acquires: Vec::new(),
             runs: Vec::new(),
@@ -604,14 +607,15 @@ fn per_worker_sa(t: &Tables, first: u32, count: u32, worker: u32) -> Option<SpdA
 // of the 64-byte outbound pass, at 112 bytes).
 const _: () = assert!(std::mem::size_of::<Slot>() <= 80);
 
-/// An emptied list of ESP ops with its items' lifetime changed, keeping its allocation: a
-/// run's ops borrow the burst's packets, so the list cannot be kept in the pipeline as it
-/// is, but its allocation can. The standard library collects a vector's `into_iter` into
-/// a vector of a type of the same layout in place; the map never runs, the list being
-/// empty. A fresh list for every run was a `malloc` and a `free` of 1.5 KiB per burst:
-/// callgrind, 64 bytes outbound, 175.8 -> 172.4 instructions a packet in `crypt_run` outside
-/// the crypto call; `bench dataplane`, 1.022x outbound, 1.009x inbound (30 rounds).
-fn recycle<'a, 'b>(mut ops: Vec<EspOp<'a>>) -> Vec<EspOp<'b>> {
+/// An emptied list of crypto ops (ESP's or AH's) with its items' lifetime changed, keeping
+/// its allocation: a run's ops borrow the burst's packets, so the list cannot be kept in
+/// the pipeline as it is, but its allocation can. The standard library collects a vector's
+/// `into_iter` into a vector of a type of the same layout in place (`T` and `U` are one
+/// type but for a lifetime at every call); the map never runs, the list being empty. A
+/// fresh list for every run was a `malloc` and a `free` of 1.5 KiB per burst: callgrind,
+/// 64 bytes outbound, 175.8 -> 172.4 instructions a packet in `crypt_run` outside the
+/// crypto call; `bench dataplane`, 1.022x outbound, 1.009x inbound (30 rounds).
+fn recycle<T, U>(mut ops: Vec<T>) -> Vec<U> {
     ops.clear();
     ops.into_iter()
         .map(|_| unreachable!("the list was emptied"))
@@ -633,6 +637,26 @@ mod tests {
         }
         let at = ops.as_ptr() as usize;
         let kept: Vec<EspOp<'static>> = recycle(ops);
+        assert!(kept.is_empty());
+        assert!(kept.capacity() >= 64);
+        assert_eq!(kept.as_ptr() as usize, at);
+    }
+
+    /// The same for AH's ICV ops (`Pipeline::compute_icvs`).
+    #[test]
+    fn recycled_ah_op_lists_keep_their_allocation() {
+        let mut texts = [[0u8; 32]; 3];
+        let mut icvs = [espgw_crypto::Icv::NONE; 3];
+        let mut ops: Vec<espgw_crypto::AhOp<'_>> = Vec::with_capacity(64);
+        for (text, icv) in texts.iter_mut().zip(icvs.iter_mut()) {
+            ops.push(espgw_crypto::AhOp {
+                text,
+                iv: [0; espgw_crypto::ah::GMAC_IV_LEN],
+                icv,
+            });
+        }
+        let at = ops.as_ptr() as usize;
+        let kept: Vec<espgw_crypto::AhOp<'static>> = recycle(ops);
         assert!(kept.is_empty());
         assert!(kept.capacity() >= 64);
         assert_eq!(kept.as_ptr() as usize, at);

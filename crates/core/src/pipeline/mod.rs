@@ -626,6 +626,17 @@ fn recycle<T, U>(mut ops: Vec<T>) -> Vec<U> {
 mod tests {
     use super::*;
 
+    /// `recycle` of `ops` (at least 64 slots, some in use) gives back an empty list of `U`
+    /// in the same allocation.
+    fn assert_recycled_in_place<T, U>(ops: Vec<T>) {
+        assert!(!ops.is_empty() && ops.capacity() >= 64);
+        let at = ops.as_ptr() as usize;
+        let kept: Vec<U> = recycle(ops);
+        assert!(kept.is_empty());
+        assert!(kept.capacity() >= 64);
+        assert_eq!(kept.as_ptr() as usize, at);
+    }
+
     /// The per-burst allocation stays gone only while the standard library collects in
     /// place: this fails if a toolchain stops doing so.
     #[test]
@@ -635,11 +646,7 @@ mod tests {
         for b in bufs.iter_mut() {
             ops.push(EspOp { esp: b, seq: 1 });
         }
-        let at = ops.as_ptr() as usize;
-        let kept: Vec<EspOp<'static>> = recycle(ops);
-        assert!(kept.is_empty());
-        assert!(kept.capacity() >= 64);
-        assert_eq!(kept.as_ptr() as usize, at);
+        assert_recycled_in_place::<_, EspOp<'static>>(ops);
     }
 
     /// The same for AH's ICV ops (`Pipeline::compute_icvs`).
@@ -655,10 +662,6 @@ mod tests {
                 icv,
             });
         }
-        let at = ops.as_ptr() as usize;
-        let kept: Vec<espgw_crypto::AhOp<'static>> = recycle(ops);
-        assert!(kept.is_empty());
-        assert!(kept.capacity() >= 64);
-        assert_eq!(kept.as_ptr() as usize, at);
+        assert_recycled_in_place::<_, espgw_crypto::AhOp<'static>>(ops);
     }
 }

@@ -14,9 +14,12 @@
 #![allow(unsafe_code)]
 
 #[cfg(espgw_ipsec_mb)]
-pub use imp::{this_threads_code, IpsecMbProvider, MbApi, OwnInstance};
+pub use imp::{
+    sha_extensions_on_this_thread, this_threads_code, this_threads_sha_code, IpsecMbProvider,
+    MbApi, OwnInstance,
+};
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{with_mgr, GcmBatchKey, GcmKeyData, ImbMgr};
+pub(crate) use imp::{with_mgr, with_mgrs, GcmBatchKey, GcmKeyData, ImbMgr};
 
 /// Stands in when espgw is built without intel-ipsec-mb: there is no library to load a
 /// private instance of, so [`OwnInstance::load`] always says so. (A struct no caller can
@@ -41,6 +44,32 @@ impl OwnInstance {
 #[cfg(not(espgw_ipsec_mb))]
 pub fn this_threads_code() -> Option<(String, usize)> {
     None
+}
+
+/// Without intel-ipsec-mb no thread has a manager.
+#[cfg(not(espgw_ipsec_mb))]
+pub fn this_threads_sha_code() -> Option<(String, usize)> {
+    None
+}
+
+/// Without intel-ipsec-mb no thread has a manager to choose for.
+#[cfg(not(espgw_ipsec_mb))]
+pub fn sha_extensions_on_this_thread(_choice: ShaExtensions) -> Option<bool> {
+    None
+}
+
+/// Whether HMAC-SHA-1 and HMAC-SHA-256 go through the CPU's SHA extensions (SHA-NI,
+/// which intel-ipsec-mb 1.3 uses in its SSE manager only) rather than the vector
+/// lanes of the manager the library chose for the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShaExtensions {
+    /// Where the CPU has them and the library's manager is not the AVX-512 one, whose
+    /// 16 lanes were faster on the AVX-512 host measured (the default).
+    Auto,
+    /// Wherever the CPU has them.
+    On,
+    /// Never.
+    Off,
 }
 
 /// Stands in when espgw is built without intel-ipsec-mb: an uninhabited type, so no value
@@ -90,6 +119,7 @@ mod imp {
 
     use zeroize::Zeroize;
 
+    use super::ShaExtensions;
     use crate::ct::ct_eq;
     use crate::esp::aead_aad;
     use crate::{check_key, AeadAlgorithm, AeadKey, AeadOp, CryptoError, CryptoProvider, EspOp};
@@ -187,6 +217,11 @@ mod imp {
         fn espgw_mb_free(m: *mut ImbMgr);
         fn espgw_mb_new_instance(instance: *mut *mut c_void) -> *mut ImbMgr;
         fn espgw_mb_free_instance(m: *mut ImbMgr, instance: *mut c_void);
+        fn espgw_mb_new_sha(
+            main: *const ImbMgr,
+            instance: *mut c_void,
+            policy: c_int,
+        ) -> *mut ImbMgr;
         fn espgw_mb_code_file(m: *const ImbMgr, base: *mut usize) -> *const c_char;
         fn espgw_mb_arch(m: *mut ImbMgr) -> *const c_char;
         fn espgw_gcm_key_size() -> usize;
@@ -214,15 +249,75 @@ mod imp {
         ) -> c_int;
     }
 
+    impl ShaExtensions {
+        /// The process's choice: `ESPGW_SHA_EXTENSIONS` (`auto`, `on` or `off`; anything
+        /// else, or unset, is `auto`), read once. A tuning knob for CPUs not measured here,
+        /// and how `bench dataplane` compares the two on one host with one build.
+        fn from_env() -> Self {
+            static CHOICE: std::sync::OnceLock<ShaExtensions> = std::sync::OnceLock::new();
+            *CHOICE.get_or_init(|| match std::env::var("ESPGW_SHA_EXTENSIONS").as_deref() {
+                Ok("on") => ShaExtensions::On,
+                Ok("off") => ShaExtensions::Off,
+                _ => ShaExtensions::Auto,
+            })
+        }
+
+        fn code(self) -> c_int {
+            // Mirrors ESPGW_SHA_AUTO / _ON / _OFF in csrc/ipsec_mb_shim.c.
+            match self {
+                ShaExtensions::Auto => 0,
+                ShaExtensions::On => 1,
+                ShaExtensions::Off => 2,
+            }
+        }
+    }
+
     /// A thread's manager; freed with the thread. `instance` is the private instance of
     /// the library it came from ([`OwnInstance`]), null for the process's shared one.
+    /// `sha` is null, or the same instance's manager that hashes HMAC-SHA-1 and
+    /// HMAC-SHA-256 through the SHA extensions ([`ShaExtensions`]).
     struct Mgr {
         ptr: *mut ImbMgr,
+        sha: *mut ImbMgr,
         instance: *mut c_void,
+    }
+
+    impl Mgr {
+        fn new(ptr: *mut ImbMgr, instance: *mut c_void, sha: ShaExtensions) -> Self {
+            let mut mgr = Mgr {
+                ptr,
+                sha: std::ptr::null_mut(),
+                instance,
+            };
+            mgr.set_sha(sha);
+            mgr
+        }
+
+        /// Replaces the SHA extensions' manager as `choice` says; returns whether there
+        /// is one now.
+        fn set_sha(&mut self, choice: ShaExtensions) -> bool {
+            self.free_sha();
+            // SAFETY: ptr is this Mgr's live manager and instance its instance handle (or
+            // null), both outliving the new manager, which Drop frees before them; the
+            // shim returns NULL where it makes none.
+            self.sha = unsafe { espgw_mb_new_sha(self.ptr, self.instance, choice.code()) };
+            !self.sha.is_null()
+        }
+
+        fn free_sha(&mut self) {
+            if !self.sha.is_null() {
+                // SAFETY: sha came from espgw_mb_new_sha (allocated with the C library's
+                // allocator by whichever instance, as espgw_mb_free_instance relies on
+                // too), is freed once and nulled; no job is in flight between calls.
+                unsafe { espgw_mb_free(self.sha) };
+                self.sha = std::ptr::null_mut();
+            }
+        }
     }
 
     impl Drop for Mgr {
         fn drop(&mut self) {
+            self.free_sha();
             // SAFETY: the pointer came from espgw_mb_new (instance null) or from
             // espgw_mb_new_instance with this instance handle, is non-null, and is freed
             // once; nothing uses the manager or the instance's code after this.
@@ -261,7 +356,8 @@ mod imp {
             // SAFETY: the shim writes the handle through the pointer it is given, which
             // points at a local; it returns NULL (and leaves nothing loaded) on failure.
             let ptr = unsafe { espgw_mb_new_instance(&mut instance) };
-            (!ptr.is_null()).then_some(OwnInstance(Mgr { ptr, instance }))
+            (!ptr.is_null())
+                .then(|| OwnInstance(Mgr::new(ptr, instance, ShaExtensions::from_env())))
         }
 
         /// Makes this the calling thread's manager, in place of any it had.
@@ -293,12 +389,27 @@ mod imp {
         with_mgr(|m| code_of(m))
     }
 
+    /// The same for this thread's SHA extensions' manager, where it has one.
+    pub fn this_threads_sha_code() -> Option<(String, usize)> {
+        with_mgrs(|_, sha| (!sha.is_null()).then(|| code_of(sha))).flatten()
+    }
+
     thread_local! {
         static MGR: RefCell<Option<Mgr>> = const { RefCell::new(None) };
     }
 
     /// Runs `f` with this thread's manager, creating it on first use.
     pub(crate) fn with_mgr<R>(f: impl FnOnce(*mut ImbMgr) -> R) -> Option<R> {
+        with_mgrs(|m, _| f(m))
+    }
+
+    /// Runs `f` with this thread's manager and its SHA extensions' manager (null where
+    /// HMAC-SHA goes through the first), creating them on first use.
+    pub(crate) fn with_mgrs<R>(f: impl FnOnce(*mut ImbMgr, *mut ImbMgr) -> R) -> Option<R> {
+        with_thread_mgr(|m| f(m.ptr, m.sha))
+    }
+
+    fn with_thread_mgr<R>(f: impl FnOnce(&mut Mgr) -> R) -> Option<R> {
         MGR.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.is_none() {
@@ -307,13 +418,18 @@ mod imp {
                 if p.is_null() {
                     return None;
                 }
-                *slot = Some(Mgr {
-                    ptr: p,
-                    instance: std::ptr::null_mut(),
-                });
+                *slot = Some(Mgr::new(p, std::ptr::null_mut(), ShaExtensions::from_env()));
             }
-            slot.as_ref().map(|m| f(m.ptr))
+            slot.as_mut().map(f)
         })
+    }
+
+    /// Sets, for the calling thread, whether HMAC-SHA-1 and HMAC-SHA-256 go through the
+    /// SHA extensions (in place of the process's choice, [`ShaExtensions`]); returns whether
+    /// they now do (never where the CPU lacks them), `None` without a manager. Lets the
+    /// tests run both paths on one CPU.
+    pub fn sha_extensions_on_this_thread(choice: ShaExtensions) -> Option<bool> {
+        with_thread_mgr(|m| m.set_sha(choice))
     }
 
     /// Which of the library's two interfaces runs the operations.
@@ -357,11 +473,17 @@ mod imp {
 
     impl CryptoProvider for IpsecMbProvider {
         fn name(&self) -> String {
+            // Every interface computes HMAC-SHA ICVs the same way: say so in each.
+            let sha = if with_mgrs(|_, sha| !sha.is_null()) == Some(true) {
+                " + HMAC-SHA-1/SHA-256 on SHA-NI"
+            } else {
+                ""
+            };
             match self.api {
-                MbApi::Direct => format!("intel-ipsec-mb/{}", self.arch),
-                MbApi::Job => format!("intel-ipsec-mb/{} job API", self.arch),
+                MbApi::Direct => format!("intel-ipsec-mb/{}{sha}", self.arch),
+                MbApi::Job => format!("intel-ipsec-mb/{} job API{sha}", self.arch),
                 MbApi::Batch => {
-                    let mut name = format!("intel-ipsec-mb/{}", self.arch);
+                    let mut name = format!("intel-ipsec-mb/{}{sha}", self.arch);
                     if let Some(kernel) = GcmBatchKey::kernel() {
                         name += &format!(" + batch AES-GCM/{kernel}");
                     }

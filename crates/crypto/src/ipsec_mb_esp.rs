@@ -46,7 +46,7 @@ mod imp {
     use crate::ah::{AhBurst, AhOp};
     use crate::ct::ct_eq;
     use crate::esp::{aead_aad, EspKey, EspOp, ESP_HEADER_LEN};
-    use crate::ipsec_mb::{with_mgr, GcmBatchKey, GcmKeyData, ImbMgr};
+    use crate::ipsec_mb::{with_mgr, with_mgrs, GcmBatchKey, GcmKeyData, ImbMgr};
     use crate::suite::{Encryption, Integrity, Suite};
     use crate::CryptoError;
 
@@ -177,6 +177,7 @@ mod imp {
         );
         fn espgw_mb_esp(
             m: *mut ImbMgr,
+            sha: *mut ImbMgr,
             sa: *const RawSa,
             what: c_int,
             ops: *mut RawOp,
@@ -727,8 +728,9 @@ mod imp {
                 return;
             }
             let sa = self.raw_sa();
-            let done = with_mgr(|m| {
-                // SAFETY: m is this thread's live manager; sa points into self.keys, alive
+            let done = with_mgrs(|m, sha| {
+                // SAFETY: m is this thread's live manager and sha null or its live SHA
+                // extensions' manager (same instance, same thread); sa points into self.keys, alive
                 // and unchanged for the call; every op's buf points at the start of a
                 // distinct buffer (an ESP packet, an AH packet's covered text, or a
                 // buffer of `CipherJobs`, which holds its borrow) exclusively borrowed by
@@ -739,7 +741,7 @@ mod imp {
                 // null or points at `tag_len` writable bytes no other op names: a sealed
                 // ESP packet's ICV room (the last `tag_len` bytes of its buffer) or an AH
                 // op's own `Icv` slot (MAX_ICV bytes, borrowed by the caller for the call).
-                unsafe { espgw_mb_esp(m, &sa, what, ops.as_mut_ptr(), ops.len() as u32) };
+                unsafe { espgw_mb_esp(m, sha, &sa, what, ops.as_mut_ptr(), ops.len() as u32) };
             });
             if done.is_none() {
                 // No manager on this thread: nothing ran, every op stays failed.

@@ -24,6 +24,11 @@ use espgw_crypto::{CryptoProvider, ProviderChoice};
 )]
 struct Cli {
     /// Crypto back-end: auto (the fastest available), ipsec-mb or aws-lc.
+    ///
+    /// With intel-ipsec-mb, HMAC-SHA-1 and HMAC-SHA-256 ICVs go through the CPU's SHA
+    /// extensions where it has them and the library did not pick its AVX-512 code (start-up
+    /// then names "HMAC-SHA-1/SHA-256 on SHA-NI"); the environment variable
+    /// ESPGW_SHA_EXTENSIONS=on|off|auto overrides that choice.
     #[arg(long, global = true, default_value = "auto")]
     crypto: ProviderChoice,
     /// Accept 3DES-CBC and HMAC-MD5-96 (deprecated by RFC 8221) in configurations, with a

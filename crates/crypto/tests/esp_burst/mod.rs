@@ -1,14 +1,15 @@
 //! ESP bursts for the integration tests that run one through both back-ends
-//! (`multi_buffer.rs`, `own_instance.rs`, and the batch kernels' `gcm_batch.rs` and
-//! `chacha_batch.rs`): packets laid out per suite, sealing and opening a burst, one SA's
-//! key through each path and the check that the paths agree, and whether intel-ipsec-mb
-//! is built in. (Not in `common/`, which the crate's
+//! (`multi_buffer.rs`, `own_instance.rs`, `sha_extensions.rs`, and the batch kernels'
+//! `gcm_batch.rs` and `chacha_batch.rs`): packets laid out per suite, sealing and opening a
+//! burst, one SA's key through each path and the check that the paths agree, whether
+//! intel-ipsec-mb is built in; and AH's ICVs over a burst (`ah_burst.rs`,
+//! `sha_extensions.rs`). (Not in `common/`, which the crate's
 //! own unit tests include too, where `espgw_crypto` is not an outside crate.)
 //! Not every test binary uses every helper.
 
 use std::sync::Arc;
 
-use espgw_crypto::{esp_key, provider, EspKey, EspOp, ProviderChoice, Suite};
+use espgw_crypto::{esp_key, provider, AhKey, AhOp, EspKey, EspOp, Icv, ProviderChoice, Suite};
 
 /// Whether intel-ipsec-mb is built in; only a build that opted out may lack it.
 #[allow(dead_code)]
@@ -161,4 +162,36 @@ pub fn agree_burst(suite: Suite, esn: bool, seed: u8, burst: &[(usize, u8, Optio
     let payloads: Vec<(usize, u8)> = burst.iter().map(|&(l, f, _)| (l, f)).collect();
     let tamper: Vec<Option<usize>> = burst.iter().map(|&(_, _, t)| t).collect();
     agree(suite, esn, seed, &payloads, &tamper);
+}
+
+/// The ICVs `key` computes for `texts` in one burst (with `ivs` for GMAC), each checked
+/// to have the key's length, the texts checked unchanged.
+#[allow(dead_code)]
+pub fn ah_icvs(key: &AhKey, texts: &[Vec<u8>], ivs: &[[u8; 8]]) -> Vec<Option<Vec<u8>>> {
+    let mut copies: Vec<Vec<u8>> = texts.to_vec();
+    // Stale ICVs in the slots: every op must overwrite or clear its own.
+    let mut icvs = vec![Icv::NONE; texts.len()];
+    for icv in &mut icvs {
+        icv.set(&[0xee; 12]);
+    }
+    let mut ops: Vec<AhOp<'_>> = copies
+        .iter_mut()
+        .zip(ivs)
+        .zip(icvs.iter_mut())
+        .map(|((text, iv), icv)| AhOp { text, iv: *iv, icv })
+        .collect();
+    key.tag_burst(&mut ops);
+    drop(ops);
+    let out = icvs
+        .iter()
+        .map(|icv| {
+            let got = icv.get().map(<[u8]>::to_vec);
+            if let Some(g) = &got {
+                assert_eq!(g.len(), key.icv_len(), "{:?}", key.integrity());
+            }
+            got
+        })
+        .collect();
+    assert_eq!(copies, texts, "the texts are read, never written");
+    out
 }

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import pwd
+import select
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,23 @@ def nsx(ns, *args, **kw):
 def nspopen(ns, *args, **kw):
     return subprocess.Popen(["ip", "netns", "exec", f"espgw-{ns}", *[str(a) for a in args]],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+SCAPY_TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
+# The tools of scapy_tools.py that capture: each says "ready" once its capture runs.
+CAPTURES = {"listen", "esp-out", "esp-out-all", "replay"}
+
+
+def scapy_bg(ns, *args):
+    """A scapy_tools.py command in the background in namespace `ns`. For a capture, returns
+    once the capture runs, so that what the test sends next is not missed: a fixed wait
+    for scapy's start-up missed the first packets on a busy machine (as in test_tun.py)."""
+    p = nspopen(ns, "/usr/bin/python3", SCAPY_TOOLS, *args)
+    if args[0] in CAPTURES:
+        readable, _, _ = select.select([p.stdout], [], [], 30)
+        line = p.stdout.readline() if readable else ""
+        assert line.strip() == "ready", (line, p.poll(), args)
+    return p
 
 
 def show(gw, what):

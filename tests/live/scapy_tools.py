@@ -92,9 +92,15 @@ def fragment_flood(count):
     return {"frames": len(frames)}
 
 
+def ready():
+    """Says on the first line of stdout that the capture runs: the test sends only then (scapy's
+    import alone can take seconds on a busy machine, so a fixed wait could miss the packets)."""
+    print("ready", flush=True)
+
+
 def listen(port, timeout, count):
     """Receives UDP datagrams to `port` on eth0."""
-    got = sniff(iface="eth0", timeout=float(timeout), count=int(count),
+    got = sniff(iface="eth0", started_callback=ready, timeout=float(timeout), count=int(count),
                 lfilter=lambda p: UDP in p and p[UDP].dport == int(port))
     return {"payloads": [raw(p[UDP].payload)[:20].decode(errors="replace") for p in got],
             "lengths": [len(p[UDP].payload) for p in got]}
@@ -102,7 +108,7 @@ def listen(port, timeout, count):
 
 def esp_out(timeout):
     """Captures ESP of SA 0x1001 on the transport link and decrypts it with scapy."""
-    got = sniff(iface="br0", timeout=float(timeout), count=1,
+    got = sniff(iface="br0", started_callback=ready, timeout=float(timeout), count=1,
                 lfilter=lambda p: ESP in p and p[ESP].spi == 0x1001)
     if not got:
         return {"decrypted": None}
@@ -117,7 +123,7 @@ def esp_out_all(count, timeout):
     """Captures `count` IP packets of SA 0x1001 on the transport link (ESP or fragments of
     it) and reports each one's outer length and fragment fields, and what scapy decrypts
     from each whole one."""
-    got = sniff(iface="br0", timeout=float(timeout), count=int(count),
+    got = sniff(iface="br0", started_callback=ready, timeout=float(timeout), count=int(count),
                 lfilter=lambda p: IP in p and p[IP].src == "192.0.2.1" and p[IP].proto == 50)
     out = []
     for f in got:
@@ -134,7 +140,7 @@ def esp_out_all(count, timeout):
 
 def replay(timeout):
     """Captures one ESP frame of SA 0x2001 going to gw1 and sends it again."""
-    got = sniff(iface="br0", timeout=float(timeout), count=1,
+    got = sniff(iface="br0", started_callback=ready, timeout=float(timeout), count=1,
                 lfilter=lambda p: ESP in p and p[ESP].spi == 0x2001)
     if not got:
         return {"replayed": None}

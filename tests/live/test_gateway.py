@@ -6,10 +6,8 @@ import json
 import pathlib
 import time
 
-from conftest import (LAB, ESPGW, GATEWAY_USER, STATE, assert_confined, gateway_file, metrics, nsx,
-                      listening, nspopen, sh, show, wait_for)
-
-TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
+from conftest import (LAB, ESPGW, GATEWAY_USER, SCAPY_TOOLS, STATE, assert_confined, gateway_file,
+                      metrics, nsx, listening, nspopen, scapy_bg, sh, show, wait_for)
 
 
 def host_stat(gw, name, at_least):
@@ -20,12 +18,8 @@ def host_stat(gw, name, at_least):
 
 
 def scapy(ns, *args, timeout=60):
-    r = nsx(ns, "/usr/bin/python3", TOOLS, *args, timeout=timeout)
+    r = nsx(ns, "/usr/bin/python3", SCAPY_TOOLS, *args, timeout=timeout)
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def scapy_bg(ns, *args):
-    return nspopen(ns, "/usr/bin/python3", TOOLS, *args)
 
 
 def result(p, timeout=30):
@@ -126,7 +120,6 @@ def add_scapy_peer(tmp_path):
 def test_scapy_sends_esp_to_the_live_gateway(bed, tmp_path):
     add_scapy_peer(tmp_path)
     rx = scapy_bg("h1", "listen", "7777", "8", "3")
-    time.sleep(1.0)
     sent = scapy("wan", "esp-in", "1000000", "0", "3")
     got = result(rx)
     assert sent["frames"] == 3
@@ -137,7 +130,6 @@ def test_fragmented_esp_is_reassembled(bed, tmp_path):
     add_scapy_peer(tmp_path)
     before = show("gw1", "stats")["host"]["reassembled"]
     rx = scapy_bg("h1", "listen", "7777", "8", "2")
-    time.sleep(1.0)
     # Each 1094-byte ESP packet cut into fragments of 400 payload bytes (3 per packet).
     sent = scapy("wan", "esp-in", "2000000", "400", "2")
     got = result(rx)
@@ -148,7 +140,6 @@ def test_fragmented_esp_is_reassembled(bed, tmp_path):
 
 def test_scapy_decrypts_esp_from_the_live_gateway(bed):
     cap = scapy_bg("wan", "esp-out", "8")
-    time.sleep(1.0)
     nsx("h1", "/usr/bin/python3", "-c",
         "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
         "[s.sendto(b'hello-from-h1',('203.0.113.2',7778)) for _ in range(5)]")
@@ -168,7 +159,6 @@ def sa_drops(m, sa, reason):
 def test_metrics_move_and_count_a_replayed_packet(bed):
     m0 = metrics("gw1")
     cap = scapy_bg("wan", "replay", "8")
-    time.sleep(1.0)
     nsx("h2", "ping", "-c", "3", "-i", "0.2", "198.51.100.2")
     got = result(cap)
     assert got["replayed"] is not None

@@ -5,13 +5,9 @@ frames and its south sockets (MTU 1500) 2 KiB, both logged; full-size packets cr
 whole through both, and scapy on the transport link decrypts every one. At MTU 1600 the
 north sockets take 2 KiB frames and the same traffic crosses (tests/live/test_wan_mtu.py)."""
 import json
-import pathlib
 import re
-import time
 
-from conftest import STATE, bed_down, bed_up, nsx, nspopen
-
-TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
+from conftest import STATE, bed_down, bed_up, nsx, scapy_bg
 
 
 def umem_frames(log):
@@ -24,8 +20,7 @@ def umem_frames(log):
 def cross_whole(count):
     """Sends `count` 1500-byte packets with DF from h1 to h2; returns what scapy decrypted
     from the transport link."""
-    cap = nspopen("wan", "/usr/bin/python3", TOOLS, "esp-out-all", str(count), "8")
-    time.sleep(1.0)
+    cap = scapy_bg("wan", "esp-out-all", str(count), "8")
     r = nsx("h1", "ping", "-M", "do", "-s", "1472", "-c", str(count), "-i", "0.3", "-W", "2",
             "203.0.113.2", check=False)
     assert f" {count} received" in r.stdout, r.stdout

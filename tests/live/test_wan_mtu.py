@@ -4,14 +4,10 @@ packet as one ESP packet (no fragmentation before encryption, no ICMP error for 
 scapy decrypts it from the wire. With the default 1500 the same packets are fragmented
 (tests/live/test_gateway.py)."""
 import json
-import pathlib
-import time
 
 import pytest
 
-from conftest import bed_down, bed_up, nsx, nspopen, show
-
-TOOLS = str(pathlib.Path(__file__).with_name("scapy_tools.py"))
+from conftest import bed_down, bed_up, nsx, scapy_bg, show
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +22,7 @@ def test_full_size_packets_cross_a_1600_byte_backhaul_whole(backhaul_1600):
     assert port["mtu"] == 1600, port
     stats = show("gw1", "stats")
     fragmented, mtu_drops = stats["host"]["fragmented"], stats["drops"].get("mtu", 0)
-    cap = nspopen("wan", "/usr/bin/python3", TOOLS, "esp-out-all", "3", "8")
-    time.sleep(1.0)
+    cap = scapy_bg("wan", "esp-out-all", "3", "8")
     # 1500-byte IP packets with DF set: too big for a 1500-byte tunnel, not for this one.
     r = nsx("h1", "ping", "-M", "do", "-s", "1472", "-c", "3", "-i", "0.3", "-W", "2",
             "203.0.113.2", check=False)

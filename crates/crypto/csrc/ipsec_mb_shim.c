@@ -854,6 +854,8 @@ static __thread struct espgw_mb_op chacha_rest[CHACHA_CHUNK];
  * ChaCha20-Poly1305 with espgw's kernel for texts up to espgw_chacha_batch_text_max()
  * (csrc/chacha_batch.c: 2.8x the library's one-packet code at 48 bytes of text, 1.2x at
  * 1,024) and the library for longer ones, `chunk` ops (at most CHACHA_CHUNK) at a time.
+ * (Where the kernel runs in AVX2 the Rust side sends the longer ones to aws-lc-rs by
+ * default and never passes them here: src/ipsec_mb_esp.rs, `ChaChaLongTexts`.)
  * The kernel's ops complete with their tag where the library would write it (sealing: the
  * packet's ICV room or op->tag; opening: op->tag, compared by the Rust side as the
  * library's is); opening, the kernel decrypts only a text whose tag matched, and a forged

@@ -4,8 +4,10 @@
 //! AVX-512 IFMA, or two interleaved in 64-bit arithmetic on a CPU without IFMA). intel-ipsec-mb 1.3 runs this AEAD one packet per
 //! job, at about the same cost for 48 bytes as for 400; the shim (`csrc/ipsec_mb_shim.c`,
 //! `chacha_chunk`) sends a burst's texts of up to 1,024 bytes here (256 without IFMA) and
-//! the rest to the library. The kernel is used by the default provider (`MbApi::Batch`)
-//! where the CPU has AVX-512 F and BW, or AVX2.
+//! the rest to the library, unless the Rust side took those to aws-lc-rs first
+//! (`crate::ipsec_mb::ChaChaLongTexts`, the default where the kernel runs in AVX2). The
+//! kernel is used by the default provider (`MbApi::Batch`) where the CPU has AVX-512 F and
+//! BW, or AVX2.
 //!
 //! What the shim relies on, tested here at the kernel's own interface: opening
 //! authenticates before it decrypts (a forged packet's text is left as it came, its
@@ -32,6 +34,7 @@ struct RawChachaOp {
 
 extern "C" {
     fn espgw_chacha_batch_isa() -> c_int;
+    fn espgw_chacha_batch_text_max() -> u32;
     #[cfg_attr(not(test), allow(dead_code))]
     fn espgw_chacha_batch_using(
         key: *const u8,
@@ -76,6 +79,13 @@ pub(crate) fn isa() -> Option<Isa> {
         1 => Some(Isa::Avx2),
         _ => None,
     }
+}
+
+/// The longest text the kernel takes on this CPU (1,024 bytes with AVX-512 IFMA, 256
+/// without); the shim sends longer ones elsewhere.
+pub(crate) fn text_max() -> usize {
+    // SAFETY: reads CPUID only.
+    unsafe { espgw_chacha_batch_text_max() as usize }
 }
 
 /// Whether this CPU runs the kernel (AVX-512 F and BW, or AVX2).

@@ -404,6 +404,40 @@ impl PacketTransform for LcAead {
     }
 }
 
+/// ChaCha20-Poly1305 (RFC 7634) one packet at a time through aws-lc-rs, as the portable
+/// transform runs it: the multi-buffer transform hands it the texts longer than espgw's
+/// kernel takes where aws-lc-rs is the faster of it and the library
+/// (`crate::ipsec_mb::ChaChaLongTexts`).
+#[cfg(espgw_ipsec_mb)]
+pub(crate) struct LcChaCha(LcAead);
+
+#[cfg(espgw_ipsec_mb)]
+impl LcChaCha {
+    /// `enc_key`: the 32-byte key then the 4-byte salt.
+    pub(crate) fn new(enc_key: &[u8], suite: Suite, esn: bool) -> Result<Self, CryptoError> {
+        let mut salt = [0u8; 4];
+        salt.copy_from_slice(&enc_key[32..36]);
+        Ok(LcChaCha(LcAead {
+            key: lc_key(&aead::CHACHA20_POLY1305, &enc_key[..32])?,
+            salt,
+            suite,
+            esn,
+            gmac: false,
+        }))
+    }
+
+    /// Writes the IV (the sequence number), encrypts and writes the ICV; false where
+    /// aws-lc-rs refused (the caller wipes the text).
+    pub(crate) fn seal(&self, esp: &mut [u8], seq: u64) -> bool {
+        self.0.seal(esp, seq, None)
+    }
+
+    /// Authenticates, then decrypts; false where the packet is not authentic.
+    pub(crate) fn open(&self, esp: &mut [u8], seq: u64) -> bool {
+        self.0.open(esp, seq)
+    }
+}
+
 /// NULL, AES-CBC, AES-CTR or 3DES-CBC with a separate integrity algorithm
 /// (encrypt-then-MAC, RFC 4303 §3.3.2): the ICV covers `[SPI][seq][IV][ciphertext]`, and
 /// with ESN the high sequence bits after them (RFC 4303 §2.2.1).

@@ -15,11 +15,13 @@
 
 #[cfg(espgw_ipsec_mb)]
 pub use imp::{
-    sha_extensions_on_this_thread, this_threads_code, this_threads_sha_code, IpsecMbProvider,
-    MbApi, OwnInstance,
+    chacha_long_texts_on_this_thread, sha_extensions_on_this_thread, this_threads_code,
+    this_threads_sha_code, IpsecMbProvider, MbApi, OwnInstance,
 };
 #[cfg(espgw_ipsec_mb)]
-pub(crate) use imp::{with_mgr, with_mgrs, GcmBatchKey, GcmKeyData, ImbMgr};
+pub(crate) use imp::{
+    chacha_long_texts_to_aws_lc, with_mgr, with_mgrs, GcmBatchKey, GcmKeyData, ImbMgr,
+};
 
 /// Stands in when espgw is built without intel-ipsec-mb: there is no library to load a
 /// private instance of, so [`OwnInstance::load`] always says so. (A struct no caller can
@@ -72,6 +74,29 @@ pub enum ShaExtensions {
     Off,
 }
 
+/// Where ChaCha20-Poly1305 texts longer than espgw's kernel takes (`csrc/chacha_batch.c`:
+/// 256 bytes without AVX-512 IFMA, 1,024 with) go: intel-ipsec-mb's job, one packet each,
+/// or aws-lc-rs's, one packet each too. On the Zen 1 host (AVX2 on 128-bit units) aws-lc-rs
+/// was 1.2-1.3x the library from 320 to 1,420-byte frames (README, "ChaCha20-Poly1305's
+/// long texts on aws-lc-rs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChaChaLongTexts {
+    /// aws-lc-rs where the kernel runs in AVX2 (a CPU without AVX-512, whose library
+    /// manager is not the AVX-512 one either), the library elsewhere (the default).
+    Auto,
+    /// aws-lc-rs wherever the kernel runs.
+    AwsLc,
+    /// The library, always.
+    Library,
+}
+
+/// Without intel-ipsec-mb there is no kernel and no library: ChaCha20-Poly1305 is
+/// aws-lc-rs's throughout.
+#[cfg(not(espgw_ipsec_mb))]
+pub fn chacha_long_texts_on_this_thread(_choice: ChaChaLongTexts) -> Option<bool> {
+    None
+}
+
 /// Stands in when espgw is built without intel-ipsec-mb: an uninhabited type, so no value
 /// of it can exist, yet every caller that names the provider compiles unchanged (the
 /// portable build) and `with_api` says why it is missing.
@@ -119,7 +144,7 @@ mod imp {
 
     use zeroize::Zeroize;
 
-    use super::ShaExtensions;
+    use super::{ChaChaLongTexts, ShaExtensions};
     use crate::ct::ct_eq;
     use crate::esp::aead_aad;
     use crate::{check_key, AeadAlgorithm, AeadKey, AeadOp, CryptoError, CryptoProvider, EspOp};
@@ -270,6 +295,57 @@ mod imp {
                 ShaExtensions::Off => 2,
             }
         }
+    }
+
+    impl ChaChaLongTexts {
+        /// The process's choice: `ESPGW_CHACHA_LONG_TEXTS` (`auto`, `aws-lc` or `library`;
+        /// anything else, or unset, is `auto`), read once: a knob for CPUs not measured
+        /// here, and how `bench dataplane` compares the two with one build.
+        fn from_env() -> Self {
+            static CHOICE: std::sync::OnceLock<ChaChaLongTexts> = std::sync::OnceLock::new();
+            *CHOICE.get_or_init(
+                || match std::env::var("ESPGW_CHACHA_LONG_TEXTS").as_deref() {
+                    Ok("aws-lc") => ChaChaLongTexts::AwsLc,
+                    Ok("library") => ChaChaLongTexts::Library,
+                    _ => ChaChaLongTexts::Auto,
+                },
+            )
+        }
+
+        /// Whether, under this choice, SAs whose short texts go through the kernel send
+        /// their long ones to aws-lc-rs.
+        fn to_aws_lc(self) -> bool {
+            let isa = crate::chacha_batch::isa();
+            match self {
+                ChaChaLongTexts::Library => false,
+                ChaChaLongTexts::AwsLc => isa.is_some(),
+                ChaChaLongTexts::Auto => isa == Some(crate::chacha_batch::Isa::Avx2),
+            }
+        }
+    }
+
+    thread_local! {
+        /// This thread's override of [`ChaChaLongTexts::from_env`] (tests only set it).
+        static CHACHA_LONG_TEXTS: std::cell::Cell<Option<ChaChaLongTexts>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// Whether ChaCha20-Poly1305 SAs built on this thread (with the kernel) send texts
+    /// longer than the kernel takes to aws-lc-rs ([`ChaChaLongTexts`]).
+    pub(crate) fn chacha_long_texts_to_aws_lc() -> bool {
+        CHACHA_LONG_TEXTS
+            .with(std::cell::Cell::get)
+            .unwrap_or_else(ChaChaLongTexts::from_env)
+            .to_aws_lc()
+    }
+
+    /// Sets, for the calling thread, where the long ChaCha20-Poly1305 texts of SAs built
+    /// from now on go (in place of the process's choice, [`ChaChaLongTexts`]); returns
+    /// whether they go to aws-lc-rs (never where the CPU does not run the kernel). Lets the
+    /// tests run both paths on one CPU.
+    pub fn chacha_long_texts_on_this_thread(choice: ChaChaLongTexts) -> Option<bool> {
+        CHACHA_LONG_TEXTS.with(|c| c.set(Some(choice)));
+        Some(chacha_long_texts_to_aws_lc())
     }
 
     /// A thread's manager; freed with the thread. `instance` is the private instance of
@@ -489,6 +565,10 @@ mod imp {
                     }
                     if let Some(isa) = crate::chacha_batch::isa() {
                         name += &format!(" + batch ChaCha20-Poly1305/{}", isa.name());
+                        if chacha_long_texts_to_aws_lc() {
+                            let max = crate::chacha_batch::text_max();
+                            name += &format!(" (texts over {max} B on aws-lc-rs)");
+                        }
                     }
                     name
                 }

@@ -8,7 +8,11 @@
 //! the same bytes, each opens what the others sealed, and a tampered packet fails alone
 //! (and, through the kernel, is never decrypted: its text is wiped like any failed one's).
 //! RFC 7634's own vector runs through the kernel too (`esp_kat.rs`, every provider).
+//! Every test runs with the long texts on each of their two paths beside the kernel
+//! (`ChaChaLongTexts`: the library's job, or aws-lc-rs's one-packet code), so that "batch"
+//! is never the same code as "direct" or "aws-lc" on both sides of the limit.
 
+use espgw_crypto::ipsec_mb::{chacha_long_texts_on_this_thread, ChaChaLongTexts};
 use espgw_crypto::{provider, Encryption, Integrity, ProviderChoice, Suite};
 use proptest::prelude::*;
 
@@ -45,6 +49,44 @@ fn kernel_expected() -> bool {
         .map(|rest| rest.split(' ').next().unwrap_or(rest));
     assert_eq!(named, isa, "provider {name}");
     isa.is_some()
+}
+
+/// Runs `f` with the long texts (past the kernel's limit) of SAs built on this thread on
+/// each path in turn: the library, then aws-lc-rs (where the kernel runs). Each time the
+/// provider's name says where they go.
+fn with_each_long_text_path(mut f: impl FnMut()) {
+    for choice in [ChaChaLongTexts::Library, ChaChaLongTexts::AwsLc] {
+        let to_aws_lc = chacha_long_texts_on_this_thread(choice).expect("intel-ipsec-mb");
+        let name = provider(ProviderChoice::IpsecMb).unwrap().name();
+        assert_eq!(
+            name.contains(" B on aws-lc-rs)"),
+            to_aws_lc,
+            "{choice:?}: provider {name}"
+        );
+        f();
+    }
+    chacha_long_texts_on_this_thread(ChaChaLongTexts::Auto);
+}
+
+/// The default sends the long texts to aws-lc-rs exactly where the kernel runs in AVX2
+/// (measured faster than the library's job on the Zen 1 host, README), and says so.
+#[test]
+fn long_texts_go_to_aws_lc_where_the_kernel_runs_in_avx2() {
+    if !multi_buffer_built() {
+        return;
+    }
+    let avx2_kernel = kernel_expected()
+        && !(std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw"));
+    let to_aws_lc = chacha_long_texts_on_this_thread(ChaChaLongTexts::Auto).unwrap();
+    assert_eq!(to_aws_lc, avx2_kernel);
+    let name = provider(ProviderChoice::IpsecMb).unwrap().name();
+    assert_eq!(
+        name.contains("batch ChaCha20-Poly1305/avx2 (texts over 256 B on aws-lc-rs)"),
+        avx2_kernel,
+        "provider {name}"
+    );
+    assert!(!chacha_long_texts_on_this_thread(ChaChaLongTexts::Library).unwrap());
+    chacha_long_texts_on_this_thread(ChaChaLongTexts::Auto);
 }
 
 #[test]
@@ -84,7 +126,7 @@ proptest! {
             return Ok(());
         }
         kernel_expected();
-        agree_burst(CHACHA, esn, seed, &burst);
+        with_each_long_text_path(|| agree_burst(CHACHA, esn, seed, &burst));
     }
 }
 
@@ -102,7 +144,7 @@ fn every_length_across_the_limit_agrees() {
         let tamper: Vec<Option<usize>> = (0..payloads.len())
             .map(|i| (i % 7 == 3).then_some(usize::MAX))
             .collect();
-        agree(CHACHA, esn, 9, &payloads, &tamper);
+        with_each_long_text_path(|| agree(CHACHA, esn, 9, &payloads, &tamper));
     }
 }
 
@@ -119,7 +161,7 @@ fn bursts_of_every_size_agree() {
         let payloads: Vec<(usize, u8)> = (0..n).map(|i| (straddling(i + n), i as u8)).collect();
         let tamper: Vec<Option<usize>> =
             (0..n).map(|i| (i % 5 == 2).then_some(7 * i + n)).collect();
-        agree(CHACHA, n % 2 == 0, n as u8, &payloads, &tamper);
+        with_each_long_text_path(|| agree(CHACHA, n % 2 == 0, n as u8, &payloads, &tamper));
     }
 }
 

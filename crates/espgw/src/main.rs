@@ -28,7 +28,10 @@ struct Cli {
     /// With intel-ipsec-mb, HMAC-SHA-1 and HMAC-SHA-256 ICVs go through the CPU's SHA
     /// extensions where it has them and the library did not pick its AVX-512 code (start-up
     /// then names "HMAC-SHA-1/SHA-256 on SHA-NI"); the environment variable
-    /// ESPGW_SHA_EXTENSIONS=on|off|auto overrides that choice.
+    /// ESPGW_SHA_EXTENSIONS=on|off|auto overrides that choice. ChaCha20-Poly1305 texts
+    /// longer than espgw's AVX2 kernel takes go through aws-lc-rs rather than the library
+    /// ("texts over 256 B on aws-lc-rs"); ESPGW_CHACHA_LONG_TEXTS=aws-lc|library|auto
+    /// overrides that.
     #[arg(long, global = true, default_value = "auto")]
     crypto: ProviderChoice,
     /// Accept 3DES-CBC and HMAC-MD5-96 (deprecated by RFC 8221) in configurations, with a

@@ -21,6 +21,7 @@ pub(crate) fn ensure_packages(what: &[(&str, &str)]) -> Result<(), String> {
         .filter(|(t, _)| !have(t))
         .map(|(_, p)| *p)
         .collect();
+    missing.sort_unstable();
     missing.dedup();
     if missing.is_empty() {
         return Ok(());

@@ -67,26 +67,97 @@ pub enum Backend<'a> {
 /// The kernel-espgw plugin as charon loads it.
 pub const PLUGIN: &str = "/usr/lib/ipsec/plugins/libstrongswan-kernel-espgw.so";
 
+/// The plugins every charon here loads before its IPsec back-end, and the Debian package
+/// that ships each. Debian spreads them over several packages, and a fresh machine's
+/// install (`--no-install-recommends`) brings only charon's dependencies: without
+/// libstrongswan-standard-plugins charon starts, skips `gcm` and `openssl`, and then
+/// refuses the MODP group and AES-GCM that the connection proposes.
+const PLUGINS_BEFORE_BACKEND: &[(&str, &str)] = &[
+    ("random", "libstrongswan"),
+    ("nonce", "libstrongswan"),
+    ("aes", "libstrongswan"),
+    ("sha1", "libstrongswan"),
+    ("sha2", "libstrongswan"),
+    ("hmac", "libstrongswan"),
+    ("gcm", "libstrongswan-standard-plugins"),
+    ("kdf", "libstrongswan"),
+    ("openssl", "libstrongswan-standard-plugins"),
+    ("pem", "libstrongswan"),
+    ("pkcs1", "libstrongswan"),
+    ("x509", "libstrongswan"),
+    ("pubkey", "libstrongswan"),
+    ("socket-default", "strongswan-libcharon"),
+];
+
+/// The plugins loaded after the back-end: it must load before kernel-netlink.
+const PLUGINS_AFTER_BACKEND: &[(&str, &str)] = &[
+    ("kernel-netlink", "libstrongswan"),
+    ("vici", "strongswan-swanctl"),
+];
+
+/// Where Debian's charon finds plugin `name`.
+fn plugin_file(name: &str) -> String {
+    format!("/usr/lib/ipsec/plugins/libstrongswan-{name}.so")
+}
+
+impl Backend<'_> {
+    /// The back-end's plugin, and its Debian package where one ships it (espgw's own
+    /// plugin is built from this tree: [`PLUGIN`]).
+    fn plugin(&self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Backend::Libipsec => ("kernel-libipsec", Some("libcharon-extra-plugins")),
+            Backend::Espgw { .. } => ("kernel-espgw", None),
+        }
+    }
+}
+
+/// charon's `load` line for `backend`, in load order.
+fn load_line(backend: Backend<'_>) -> String {
+    let before = PLUGINS_BEFORE_BACKEND.iter().map(|(p, _)| *p);
+    let after = PLUGINS_AFTER_BACKEND.iter().map(|(p, _)| *p);
+    before
+        .chain(std::iter::once(backend.plugin().0))
+        .chain(after)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every file charon needs for `backend`, with the package that ships it.
+fn required_files(backend: Backend<'_>) -> Vec<(String, &'static str)> {
+    let mut need = vec![
+        (CHARON.to_string(), "strongswan-charon"),
+        ("swanctl".to_string(), "strongswan-swanctl"),
+    ];
+    let plugins = PLUGINS_BEFORE_BACKEND.iter().chain(PLUGINS_AFTER_BACKEND);
+    need.extend(plugins.map(|(p, package)| (plugin_file(p), *package)));
+    if let (p, Some(package)) = backend.plugin() {
+        need.push((plugin_file(p), package));
+    }
+    need
+}
+
 fn strongswan_conf(backend: Backend<'_>) -> String {
-    let (plugin, socket) = match backend {
-        Backend::Libipsec => ("kernel-libipsec", String::new()),
-        Backend::Espgw { socket, .. } => (
-            "kernel-espgw",
-            format!(
-                "    kernel-espgw {{\n      socket = {}\n    }}\n",
-                socket.display()
-            ),
+    let socket = match backend {
+        Backend::Libipsec => String::new(),
+        Backend::Espgw { socket, .. } => format!(
+            "    kernel-espgw {{\n      socket = {}\n    }}\n",
+            socket.display()
         ),
     };
     let window = match backend {
         Backend::Espgw { replay_window, .. } => format!("  replay_window = {replay_window}\n"),
         Backend::Libipsec => String::new(),
     };
+    let routes = if matches!(backend, Backend::Libipsec) {
+        "yes"
+    } else {
+        "no"
+    };
     // Paths as charon sees them: /run is the instance's private directory. The IPsec
     // back-end loads before kernel-netlink (which keeps addresses and routes).
     format!(
         "charon {{
-  load = random nonce aes sha1 sha2 hmac gcm kdf openssl pem pkcs1 x509 pubkey socket-default {plugin} kernel-netlink vici
+  load = {load}
   install_virtual_ip = no
   install_routes = {routes}
 {window}  filelog {{
@@ -102,7 +173,7 @@ fn strongswan_conf(backend: Backend<'_>) -> String {
   }}
 }}
 ",
-        routes = if matches!(backend, Backend::Libipsec) { "yes" } else { "no" },
+        load = load_line(backend),
     )
 }
 
@@ -218,16 +289,8 @@ pub fn start_charon(
     conn: &Connection,
     state: &Path,
 ) -> Result<Charon, String> {
-    let mut need = vec![
-        (CHARON, "strongswan-charon"),
-        ("swanctl", "strongswan-swanctl"),
-    ];
-    if matches!(backend, Backend::Libipsec) {
-        need.push((
-            "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so",
-            "libcharon-extra-plugins",
-        ));
-    }
+    let need = required_files(backend);
+    let need: Vec<(&str, &str)> = need.iter().map(|(f, p)| (f.as_str(), *p)).collect();
     ensure_packages(&need)?;
     let s = &SIDES[gw];
     let run: PathBuf = state.join(format!("{}-swan", s.gw));
@@ -383,4 +446,80 @@ pub fn start(ns1: &str, ns2: &str, state: &Path) -> Result<(), String> {
     wait_installed(&c1)?;
     wait_installed(&c2)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backends() -> [Backend<'static>; 2] {
+        [
+            Backend::Libipsec,
+            Backend::Espgw {
+                socket: Path::new("/run/espgw/keying.sock"),
+                replay_window: 64,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_back_end_loads_before_kernel_netlink_and_the_proposals_have_their_plugins() {
+        for backend in backends() {
+            let line = load_line(backend);
+            let plugins: Vec<&str> = line.split(' ').collect();
+            let at = |name: &str| plugins.iter().position(|p| *p == name);
+            let back_end = at(backend.plugin().0).expect("the back-end is loaded");
+            assert!(back_end < at("kernel-netlink").expect("kernel-netlink is loaded"));
+            // AES-GCM and the MODP group of the IKE proposal come from these two.
+            assert!(at("gcm").is_some() && at("openssl").is_some(), "{line}");
+            assert!(strongswan_conf(backend).contains(&format!("  load = {line}\n")));
+            let files = required_files(backend);
+            for p in &plugins {
+                let wanted = files.iter().any(|(f, _)| *f == plugin_file(p));
+                // espgw's own plugin is built from this tree, not installed from a package.
+                assert_eq!(wanted, *p != "kernel-espgw", "{p}");
+            }
+        }
+    }
+
+    fn installed(package: &str) -> bool {
+        Command::new("dpkg-query")
+            .args(["-W", "-f", "${Status}", package])
+            .output()
+            .is_ok_and(|o| o.stdout.ends_with(b"install ok installed"))
+    }
+
+    fn owner(file: &str) -> String {
+        let o = Command::new("dpkg").args(["-S", file]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        text.split(':').next().unwrap_or("").trim().to_string()
+    }
+
+    /// Checked against Debian's own package database: each file charon needs is shipped by
+    /// the package the lab installs for it, so a fresh machine gets every plugin.
+    #[test]
+    fn each_file_charon_needs_is_shipped_by_the_package_named_for_it() {
+        let packages = [
+            "strongswan-charon",
+            "strongswan-swanctl",
+            "libcharon-extra-plugins",
+            "libstrongswan-standard-plugins",
+        ];
+        if !packages.iter().all(|p| installed(p)) {
+            // scripts/test.sh installs all four (scripts/install-deps.sh) before the tests.
+            eprintln!("strongSwan's packages are not all installed: nothing to check against");
+            return;
+        }
+        for backend in backends() {
+            for (file, package) in required_files(backend) {
+                let path = if file.starts_with('/') {
+                    file.clone()
+                } else {
+                    format!("/usr/sbin/{file}")
+                };
+                assert!(Path::new(&path).exists(), "{path}");
+                assert_eq!(owner(&path), package, "{path}");
+            }
+        }
+    }
 }

@@ -29,7 +29,11 @@ aead = "aes-128-gcm"
 key = "0x{key}"
 replay_window = 1024
 """
-FLOWS = 12
+# Enough flows that the flow hash gives each worker some: each flow's source port is the
+# kernel's pick, so all on one worker has p = 2^-(FLOWS - 1). With 12 that happened once in
+# CI (per_worker_rx [11988, 4]); 24 at half the rate carry the same load with p = 2^-23.
+FLOWS = 24
+RATE = 250
 
 
 def with_second_sa(base, direction, local, remote):
@@ -84,7 +88,7 @@ def test_each_worker_seals_with_its_own_sa_and_the_peer_takes_both(per_worker_be
     rx = [listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", 9300 + i,
                             "--seconds", "6")) for i in range(FLOWS)]
     tx = [nspopen("h1", LAB, "testbed", "udp-send", "--dst", f"203.0.113.2:{9300 + i}",
-                  "--size", "100", "--seconds", "2", "--rate", "500") for i in range(FLOWS)]
+                  "--size", "100", "--seconds", "2", "--rate", str(RATE)) for i in range(FLOWS)]
     sent = [json.loads(p.communicate(timeout=30)[0]) for p in tx]
     received = [json.loads(p.communicate(timeout=30)[0]) for p in rx]
     dump.wait(timeout=30)

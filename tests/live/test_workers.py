@@ -59,12 +59,15 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
     nsx("h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "203.0.113.2")
     cap = tmp_path / "wan.pcap"
     dump = start_capture("espgw-wan", "br0", cap, 5, bpf="esp")
-    # Enough flows that the flow hash puts some on each worker (all on one: p = 2^-11).
-    flows = 12
+    # Enough flows that the flow hash puts some on each worker: all on one has p = 2^-(flows
+    # - 1), since each flow's source port is the kernel's pick. Twelve (p = 2^-11) put all
+    # on one worker once in CI (test_per_worker_sas.py, [11988, 4]); 24 at half the rate
+    # carry the same load with p = 2^-23.
+    flows, rate = 24, 500
     rx = [listening(nspopen("h2", LAB, "testbed", "udp-recv", "--port", 9200 + i, "--seconds", "6"))
           for i in range(flows)]
     tx = [nspopen("h1", LAB, "testbed", "udp-send", "--dst", f"203.0.113.2:{9200 + i}",
-                  "--size", "100", "--seconds", "2", "--rate", "1000") for i in range(flows)]
+                  "--size", "100", "--seconds", "2", "--rate", str(rate)) for i in range(flows)]
     for p in tx:
         p.communicate(timeout=30)
     received = [json.loads(p.communicate(timeout=30)[0]) for p in rx]
@@ -79,7 +82,7 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
            "-e", "udp.dstport", timeout=120)
     rows = [l.split("\t") for l in r.stdout.splitlines() if l.strip()]
     seqs = [int(s) for s, _ in rows]
-    assert len(seqs) > 0.9 * flows * 2 * 1000, len(seqs)
+    assert len(seqs) > 0.9 * flows * 2 * rate, len(seqs)
     # Unique: no sequence number is ever used twice by the two workers.
     assert len(set(seqs)) == len(seqs), "a sequence number was reused"
     # Increasing within each flow (a flow is one worker's with hash fanout; with round
@@ -98,7 +101,7 @@ def test_sequence_numbers_across_two_workers(two_workers, tmp_path):
         assert not bad, f"{len(bad)} of {len(seqs)} out of order on the wire: {bad[:5]}"
         reordered = [r["reordered"] for r in received]
         assert sum(reordered) == 0, reordered
-        assert min(r["packets"] for r in received) > 1800, received
+        assert min(r["packets"] for r in received) > 0.9 * 2 * rate, received
     # Out of order by far less than the replay window (1024): the peer accepts all.
     worst = max(max(seqs[:i + 1]) - s for i, s in enumerate(seqs))
     assert worst < 1024, worst

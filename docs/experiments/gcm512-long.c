@@ -156,8 +156,12 @@ static inline void aes8(const struct key *k, __m512i s[8])
 /* Analysis switches (command line): the AES or the GHASH half left out. */
 static int no_aes, no_ghash;
 
-static void seal_flat(const struct key *k, const uint8_t iv[12], const uint8_t *aad, uint32_t aad_len,
-                      uint8_t *p, uint64_t len, uint8_t tag[16])
+/* The flat pass (piped = 0), or the same with each step's GHASH issued between the next
+ * step's AES rounds (piped = 1); a constant in each of the two callers below. */
+static inline __attribute__((always_inline)) void seal_pass(const struct key *k, const uint8_t iv[12],
+                                                            const uint8_t *aad, uint32_t aad_len,
+                                                            uint8_t *p, uint64_t len,
+                                                            uint8_t tag[16], int piped)
 {
     const __m512i reflect = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)REFLECT));
     const __m512i ctr_bytes = _mm512_broadcast_i32x4(
@@ -180,21 +184,58 @@ static void seal_flat(const struct key *k, const uint8_t iv[12], const uint8_t *
          &mid, &hi);
     uint64_t off = 0;
     __m512i s[8];
-    for (; off + 512 <= len; off += 512, h += 512, hk += 512) {
+    if (!piped) {
+        for (; off + 512 <= len; off += 512, h += 512, hk += 512) {
 #pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) {
-            s[z] = _mm512_shuffle_epi8(ctr, ctr_bytes);
-            ctr = _mm512_add_epi32(ctr, four);
-        }
-        if (!no_aes)
-            aes8(k, s);
+            for (int z = 0; z < 8; z++) {
+                s[z] = _mm512_shuffle_epi8(ctr, ctr_bytes);
+                ctr = _mm512_add_epi32(ctr, four);
+            }
+            if (!no_aes)
+                aes8(k, s);
 #pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) {
-            __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + off + 64 * z)), s[z]);
-            _mm512_storeu_si512((void *)(p + off + 64 * z), c);
-            if (!no_ghash)
-                kmul(_mm512_shuffle_epi8(c, reflect), h + 64 * z, hk + 64 * z, &lo, &mid, &hi);
+            for (int z = 0; z < 8; z++) {
+                __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + off + 64 * z)), s[z]);
+                _mm512_storeu_si512((void *)(p + off + 64 * z), c);
+                if (!no_ghash)
+                    kmul(_mm512_shuffle_epi8(c, reflect), h + 64 * z, hk + 64 * z, &lo, &mid, &hi);
+            }
         }
+    } else {
+        /* Software-pipelined: step k's GHASH products are issued between step k + 1's AES
+         * rounds (one group of four blocks after each of rounds 1-8), so that the two kinds of
+         * instruction are interleaved in the stream, not left to the out-of-order window. */
+        __m512i x[8];
+        const uint8_t *hp = h, *hkp = hk;
+        int pending = 0;
+        for (; off + 512 <= len; off += 512, h += 512, hk += 512) {
+#pragma GCC unroll 8
+            for (int z = 0; z < 8; z++) {
+                s[z] = _mm512_xor_si512(_mm512_shuffle_epi8(ctr, ctr_bytes), k->k[0]);
+                ctr = _mm512_add_epi32(ctr, four);
+            }
+#pragma GCC unroll 9
+            for (int r = 1; r < 10; r++) {
+#pragma GCC unroll 8
+                for (int z = 0; z < 8; z++)
+                    s[z] = _mm512_aesenc_epi128(s[z], k->k[r]);
+                if (pending && r <= 8)
+                    kmul(x[r - 1], hp + 64 * (r - 1), hkp + 64 * (r - 1), &lo, &mid, &hi);
+            }
+#pragma GCC unroll 8
+            for (int z = 0; z < 8; z++) {
+                __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + off + 64 * z)),
+                                             _mm512_aesenclast_epi128(s[z], k->k[10]));
+                _mm512_storeu_si512((void *)(p + off + 64 * z), c);
+                x[z] = _mm512_shuffle_epi8(c, reflect);
+            }
+            pending = 1;
+            hp = h;
+            hkp = hk;
+        }
+        if (pending)
+            for (int z = 0; z < 8; z++)
+                kmul(x[z], hp + 64 * z, hkp + 64 * z, &lo, &mid, &hi);
     }
     uint64_t rest = len - off;
     if (rest) {
@@ -236,102 +277,17 @@ static void seal_flat(const struct key *k, const uint8_t iv[12], const uint8_t *
                      _mm_xor_si128(_mm_shuffle_epi8(S, _mm512_castsi512_si128(reflect)), e));
 }
 
-static void seal_piped(const struct key *k, const uint8_t iv[12], const uint8_t *aad, uint32_t aad_len,
+
+static void seal_flat(const struct key *k, const uint8_t iv[12], const uint8_t *aad, uint32_t aad_len,
                       uint8_t *p, uint64_t len, uint8_t tag[16])
 {
-    const __m512i reflect = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)REFLECT));
-    const __m512i ctr_bytes = _mm512_broadcast_i32x4(
-        _mm_set_epi8(12, 13, 14, 15, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-    __m128i nonce = _mm_maskz_loadu_epi8(0x0fff, iv);
-    __m512i ctr = _mm512_add_epi32(_mm512_broadcast_i32x4(nonce),
-                                   _mm512_set_epi32(5, 0, 0, 0, 4, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0));
-    const __m512i four = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
-    uint32_t nb = (uint32_t)((len + 15) / 16);
-    /* Text block i (1-based) goes with H^(nb + 2 - i): group g's first power H^(nb + 1 - 4g). */
-    const uint8_t *h = k->hdesc + 16 * (PMAX - (nb + 1));
-    const uint8_t *hk = k->hkar + 16 * (PMAX - (nb + 1));
-    __m512i lo = _mm512_setzero_si512(), mid = lo, hi = lo;
-    /* The AAD block with H^(nb + 2), the lengths block with H^1, in lane 0. */
-    __m128i a = _mm_maskz_loadu_epi8((__mmask16)((1u << aad_len) - 1), aad);
-    __m128i lens = _mm_set_epi64x((long long)aad_len * 8, (long long)len * 8);
-    kmul(_mm512_castsi128_si512(_mm_shuffle_epi8(a, _mm512_castsi512_si128(reflect))),
-         k->hdesc + 16 * (PMAX - (nb + 2)), k->hkar + 16 * (PMAX - (nb + 2)), &lo, &mid, &hi);
-    kmul(_mm512_castsi128_si512(lens), k->hdesc + 16 * (PMAX - 1), k->hkar + 16 * (PMAX - 1), &lo,
-         &mid, &hi);
-    uint64_t off = 0;
-    __m512i s[8];
-    /* Software-pipelined: step k's GHASH products are issued between step k + 1's AES
-     * rounds (one group of four blocks after each of rounds 1-8), so that the two kinds of
-     * instruction are interleaved in the stream, not left to the out-of-order window. */
-    __m512i x[8];
-    const uint8_t *hp = h, *hkp = hk;
-    int pending = 0;
-    for (; off + 512 <= len; off += 512, h += 512, hk += 512) {
-#pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) {
-            s[z] = _mm512_xor_si512(_mm512_shuffle_epi8(ctr, ctr_bytes), k->k[0]);
-            ctr = _mm512_add_epi32(ctr, four);
-        }
-#pragma GCC unroll 9
-        for (int r = 1; r < 10; r++) {
-#pragma GCC unroll 8
-            for (int z = 0; z < 8; z++)
-                s[z] = _mm512_aesenc_epi128(s[z], k->k[r]);
-            if (pending && r <= 8)
-                kmul(x[r - 1], hp + 64 * (r - 1), hkp + 64 * (r - 1), &lo, &mid, &hi);
-        }
-#pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) {
-            __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + off + 64 * z)),
-                                         _mm512_aesenclast_epi128(s[z], k->k[10]));
-            _mm512_storeu_si512((void *)(p + off + 64 * z), c);
-            x[z] = _mm512_shuffle_epi8(c, reflect);
-        }
-        pending = 1;
-        hp = h;
-        hkp = hk;
-    }
-    if (pending)
-        for (int z = 0; z < 8; z++)
-            kmul(x[z], hp + 64 * z, hkp + 64 * z, &lo, &mid, &hi);
-    uint64_t rest = len - off;
-    if (rest) {
-#pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) {
-            s[z] = _mm512_shuffle_epi8(ctr, ctr_bytes);
-            ctr = _mm512_add_epi32(ctr, four);
-        }
-        aes8(k, s);
-        /* Whole 64-byte pieces with plain loads and stores, only the last partial one
-         * byte-masked. */
-        uint32_t whole = (uint32_t)(rest / 64);
-        for (uint32_t z = 0; z < whole; z++) {
-            __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + off + 64 * z)), s[z]);
-            _mm512_storeu_si512((void *)(p + off + 64 * z), c);
-            kmul(_mm512_shuffle_epi8(c, reflect), h + 64 * z, hk + 64 * z, &lo, &mid, &hi);
-        }
-        uint64_t left = rest - 64 * whole;
-        if (left) {
-            uint8_t *at = p + off + 64 * whole;
-            __mmask64 m = ((__mmask64)1 << left) - 1;
-            __m512i c = _mm512_maskz_mov_epi8(m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, at),
-                                                                  s[whole]));
-            _mm512_mask_storeu_epi8(at, m, c);
-            /* Lanes past the text are zero blocks: their powers (zero or not) add nothing. */
-            kmul(_mm512_shuffle_epi8(c, reflect), h + 64 * whole, hk + 64 * whole, &lo, &mid, &hi);
-        }
-    }
-    __m128i l = fold4(lo), hh = fold4(hi);
-    __m128i mm = _mm_xor_si128(_mm_xor_si128(fold4(mid), l), hh);
-    __m128i S = _mm512_castsi512_si128(reduce4(_mm512_castsi128_si512(l), _mm512_castsi128_si512(mm),
-                                               _mm512_castsi128_si512(hh)));
-    __m128i j0 = _mm_insert_epi32(nonce, 1 << 24, 3);
-    __m128i e = _mm_xor_si128(j0, _mm512_castsi512_si128(k->k[0]));
-    for (int r = 1; r < 10; r++)
-        e = _mm_aesenc_si128(e, _mm512_castsi512_si128(k->k[r]));
-    e = _mm_aesenclast_si128(e, _mm512_castsi512_si128(k->k[10]));
-    _mm_storeu_si128((__m128i *)tag,
-                     _mm_xor_si128(_mm_shuffle_epi8(S, _mm512_castsi512_si128(reflect)), e));
+    seal_pass(k, iv, aad, aad_len, p, len, tag, 0);
+}
+
+static void seal_piped(const struct key *k, const uint8_t iv[12], const uint8_t *aad,
+                       uint32_t aad_len, uint8_t *p, uint64_t len, uint8_t tag[16])
+{
+    seal_pass(k, iv, aad, aad_len, p, len, tag, 1);
 }
 
 /* The two instructions' throughput on this core: eight independent chains of each, so that

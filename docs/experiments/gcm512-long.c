@@ -9,7 +9,8 @@
  * Karatsuba: three VPCLMULQDQ a group of four blocks), so no block waits on the GHASH of the
  * ones before it, and one reduction at the end. The tail: whole 64-byte pieces, then one
  * byte-masked piece. GHASH's convention (byte-reflected blocks, the white paper's algorithm
- * 5) as in crates/crypto/csrc/gcm_batch.c. `seal_piped` is the same pass with each step's
+ * 5) as in crates/crypto/csrc/gcm_batch.c, whose reduce4 and gfmul are copied here so that
+ * this file builds alone. `seal_piped` is the same pass with each step's
  * GHASH issued between the next step's AES rounds.
  *
  *   gcc -O3 -march=native gcm512-long.c -o gcm512-long -lIPSec_MB

@@ -8,8 +8,9 @@
  * dependent chain of five AES blocks and six GHASH multiplications (42 ns a packet on the
  * 2026-12-01 host, a third of the 64-byte outbound profile). Here, as in gcm_batch.c:
  *   - four packets' counter blocks go through AES as independent 256-bit chains (two blocks
- *     to a chain: two chains a packet up to 64 bytes of text, four up to 128, and the four
- *     J0s in two more), so the AES units are kept busy instead of waiting on one packet;
+ *     to a chain: two chains a packet up to 64 bytes of text, three up to 96 where a group's
+ *     texts all fit, four up to 128, and the four J0s in two more), so the AES units are
+ *     kept busy instead of waiting on one packet;
  *   - each packet's GHASH is one sum of products, its blocks (AAD, text, lengths) two to a
  *     register against the precomputed powers of H (the same batch data as gcm_batch.c's),
  *     and the reductions of two packets are done together, one per 128-bit lane.

@@ -161,6 +161,11 @@ TARGET static inline __m256i load_upto32(const uint8_t *base, int64_t off, int64
     int64_t rem = len - off;
     if (rem >= 32)
         return _mm256_loadu_si256((const __m256i *)(base + off));
+    /* Half a chunk (a 16-byte tag; the last 16 bytes of a 48-byte text, a 64-byte frame's):
+     * one 128-bit load, not a masked one. */
+    if (rem == 16)
+        return _mm256_set_m128i(_mm_setzero_si128(),
+                                _mm_loadu_si128((const __m128i *)(base + off)));
     if (rem <= 0)
         return _mm256_setzero_si256();
     const uint8_t *p = base + off;
@@ -189,6 +194,11 @@ TARGET static inline void store_upto32(uint8_t *base, int64_t off, int64_t len, 
     int64_t rem = len - off;
     if (rem >= 32) {
         _mm256_storeu_si256((__m256i *)(base + off), v);
+        return;
+    }
+    /* Half a chunk, as in load_upto32: one 128-bit store, not two through the stack. */
+    if (rem == 16) {
+        _mm_storeu_si128((__m128i *)(base + off), _mm256_castsi256_si128(v));
         return;
     }
     if (rem <= 0)

@@ -151,8 +151,9 @@ TARGET static inline __m256i first_bytes(int64_t n)
 }
 
 /* The bytes p[off .. len) in the first min(len - off, 32) bytes of the result, zero after
- * them; reads no byte outside them (and forms no pointer past p + len). A whole chunk is one load; a partial one a dword-masked load
- * (which never touches, nor faults on, the dwords it leaves out) and its last one to three
+ * them; reads no byte outside them (and forms no pointer past p + len). A whole chunk is
+ * one load, half of one a 128-bit load; another partial one a dword-masked load (which
+ * never touches, nor faults on, the dwords it leaves out) and its last one to three
  * bytes one at a time (ESP's texts and ICVs are whole dwords: no such bytes). Loaded from
  * the packet rather than through a copy to the stack, whose narrower stores the 256-bit
  * loads could not be forwarded from (`perf`: a fifth of the kernel's time on that load). */
@@ -185,7 +186,8 @@ TARGET static inline __m256i load_upto32(const uint8_t *base, int64_t off, int64
 }
 
 /* Writes the first min(len - off, 32) bytes of `v` to base[off ..], no byte past
- * base + len. A whole chunk is one store; a partial one goes through a 32-byte stack slot
+ * base + len. A whole chunk is one store, half of one a 128-bit store; another partial one
+ * goes through a 32-byte stack slot
  * in two overlapping pieces of 16, 8 or 4 bytes (or bytes), each read back from within
  * that one store, so that the reads are forwarded from it (a copy of the whole text from a
  * stack buffer, whose pieces straddle two stores, was a tenth of the 64-byte profile). */

@@ -187,10 +187,10 @@ TARGET static inline __m256i load_upto32(const uint8_t *base, int64_t off, int64
 
 /* Writes the first min(len - off, 32) bytes of `v` to base[off ..], no byte past
  * base + len. A whole chunk is one store, half of one a 128-bit store; another partial one
- * goes through a 32-byte stack slot
- * in two overlapping pieces of 16, 8 or 4 bytes (or bytes), each read back from within
- * that one store, so that the reads are forwarded from it (a copy of the whole text from a
- * stack buffer, whose pieces straddle two stores, was a tenth of the 64-byte profile). */
+ * goes through a 32-byte stack slot in two overlapping pieces of 16, 8 or 4 bytes (or
+ * bytes), each read back from within that one store, so that the reads are forwarded from
+ * it (a copy of the whole text from a stack buffer, whose pieces straddle two stores, was
+ * a tenth of the 64-byte profile). */
 TARGET static inline void store_upto32(uint8_t *base, int64_t off, int64_t len, __m256i v)
 {
     int64_t rem = len - off;
